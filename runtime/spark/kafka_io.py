@@ -1,0 +1,74 @@
+"""Kafka topics as streaming DataFrames and back: the only place that spells Spark's Kafka options.
+
+A KStream is a streaming DataFrame with the columns of a Kafka record (key, value, topic,
+partition, offset, timestamp, headers); the compiler builds on :func:`read_stream` and ends in
+:func:`write_stream`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["RECORD_COLUMNS", "read_stream", "write_stream"]
+
+RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def read_stream(
+    spark: SparkSession,
+    *,
+    bootstrap: str,
+    topics: Sequence[str],
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """A streaming DataFrame of the records of ``topics`` with headers included."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", starting_offsets)
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+    )
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    return reader.load().select(*RECORD_COLUMNS)
+
+
+def write_stream(
+    df: DataFrame,
+    *,
+    bootstrap: str,
+    topic: str,
+    checkpoint: str,
+    query_name: str | None = None,
+    trigger: Mapping[str, object] | None = None,
+    options: Mapping[str, str] | None = None,
+) -> StreamingQuery:
+    """Start a query writing ``df`` (key, value[, headers][, partition]) to ``topic``.
+
+    Columns other than the Kafka sink's are dropped; a ``partition`` column is kept only when the
+    caller put it there on purpose (the source's partition column is removed by the compiler), since
+    the sink would otherwise route by it instead of by key.
+    """
+    keep = [c for c in ("key", "value", "headers", "partition") if c in df.columns]
+    writer = (
+        df.select(*keep)
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("checkpointLocation", checkpoint)
+    )
+    if query_name:
+        writer = writer.queryName(query_name)
+    for key, value in (options or {}).items():
+        writer = writer.option(key, value)
+    writer = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))  # type: ignore[arg-type]
+    return writer.start()

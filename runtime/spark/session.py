@@ -1,0 +1,74 @@
+"""One place that decides how a SparkSession is configured for StreamApp.
+
+Spark's defaults assume a cluster; on a laptop or a small driver they cost seconds per micro-batch
+(200 shuffle partitions make a RocksDB-stateful batch take ~6 s instead of ~0.3 s here). Every
+session StreamApp starts — tests, `streamapp run`, the demo, the in-cluster driver — comes from
+:func:`build_session`, with the Kafka connector on the classpath and RocksDB as the state store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from streamapp.runtime.embedded import artifacts
+
+__all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "base_conf", "build_session"]
+
+#: State partitions of a new checkpoint unless the app says otherwise. Fixed for the checkpoint's
+#: lifetime, so the right value is the parallelism the app may scale to, not Spark's 200.
+DEFAULT_SHUFFLE_PARTITIONS = 2
+
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[str, str]:
+    """The Spark conf StreamApp always sets (callers' conf is layered on top)."""
+    jars = ",".join(str(p) for p in artifacts.spark_kafka_connector_jars())
+    return {
+        "spark.jars": jars,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": _ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # Local runs: no UI port to collide on, and no shuffle service.
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+    }
+
+
+def build_session(
+    *,
+    app_name: str = "streamapp",
+    master: str | None = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    driver_memory: str = "2g",
+) -> SparkSession:
+    """Create (or return the running) SparkSession with StreamApp's configuration."""
+    # PySpark reads these at JVM launch; pin the driver's Python to ours.
+    os.environ.setdefault("PYSPARK_PYTHON", _python())
+    if master and master.startswith("local"):
+        # A local driver talks only to itself: bind to loopback, not the first interface found.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    merged = {"spark.driver.memory": driver_memory, **base_conf(shuffle_partitions=shuffle_partitions)}
+    merged.update(conf or {})
+    for key, value in merged.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def _python() -> str:
+    import sys  # noqa: PLC0415
+
+    return sys.executable
