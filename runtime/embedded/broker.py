@@ -107,12 +107,22 @@ class EmbeddedKafka:
             raise errors.SetupError("a JDK (java 17+) is needed to run the embedded Kafka broker")
         classpath = os.pathsep.join(str(j) for j in artifacts.kafka_broker_classpath())
         config = self._write_config()
-        jvm = [java, f"-Xms256m", f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}", "-cp", classpath]
+        jvm = [
+            java,
+            "-Xms256m",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.xml'}",
+            "-cp",
+            classpath,
+        ]
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(
             [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if fmt.returncode != 0:
             raise errors.BrokerError(
@@ -121,7 +131,9 @@ class EmbeddedKafka:
         with open(self.workdir / "stdout.log", "wb") as out:
             self._proc = subprocess.Popen(
                 [*jvm, "kafka.Kafka", str(config)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         try:
             self._wait_ready(deadline=started + timeout)

@@ -1,8 +1,8 @@
 """Errors of the embedded components (the local Kafka broker and the JVM artifacts).
 
-    EmbeddedError
-    ├── SetupError      a component is missing or could not be downloaded; says what to run
-    └── BrokerError     the embedded broker failed to start or stop; carries its log tail
+EmbeddedError
+├── SetupError      a component is missing or could not be downloaded; says what to run
+└── BrokerError     the embedded broker failed to start or stop; carries its log tail
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 __all__ = [
     "Record",
@@ -39,6 +39,16 @@ class Record:
     topic: str | None = None
 
 
+def _headers(
+    raw: Mapping[str, str | bytes | None] | Iterable[tuple[str, str | bytes | None]] | None,
+) -> tuple[Header, ...]:
+    """confluent-kafka hands headers over as (name, bytes|str|None) pairs (or, when given, a dict)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else raw
+    return tuple(
+        (name, v if v is None or isinstance(v, bytes) else str(v).encode()) for name, v in pairs or ()
+    )
+
+
 def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
 
@@ -53,11 +63,13 @@ def create_topics(
     """Create each topic with the given partition count (replication 1); existing ones are kept."""
     client = _admin(bootstrap)  # keep a reference: futures die with a collected client
     futures = client.create_topics(
-        [NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
-         for name, n in topics.items()],
+        [
+            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
+            for name, n in topics.items()
+        ],
         operation_timeout=timeout,
     )
-    for name, future in futures.items():
+    for future in futures.values():
         try:
             future.result(timeout=timeout)
         except KafkaException as exc:
@@ -84,13 +96,15 @@ def partition_counts(bootstrap: str, topics: Sequence[str], *, timeout: float = 
 
 def produce(bootstrap: str, topic: str, records: Iterable[Record], *, timeout: float = 60.0) -> int:
     """Write records (idempotent producer, murmur2 partitioner); returns how many were acknowledged."""
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "partitioner": "murmur2_random",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "log_level": 3,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "log_level": 3,
+        }
+    )
     count = 0
     failures: list[str] = []
 
@@ -139,13 +153,15 @@ def consume(
     Stops once ``expected`` records arrived (and fails after ``timeout`` if they do not), or, with
     no ``expected``, once nothing new arrived for ``idle`` seconds.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"streamapp-reader-{time.monotonic_ns()}",
-        "enable.auto.commit": False,
-        "isolation.level": isolation,
-        "log_level": 3,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"streamapp-reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "log_level": 3,
+        }
+    )
     try:
         counts = partition_counts(bootstrap, [topic])
         if topic not in counts:
@@ -164,10 +180,17 @@ def consume(
                 if msg.error():
                     raise RuntimeError(f"reading {topic}: {msg.error()}")
                 _, ts = msg.timestamp()
-                records.append(Record(
-                    key=msg.key(), value=msg.value(), headers=tuple(msg.headers() or ()),
-                    timestamp=ts, partition=msg.partition(), offset=msg.offset(), topic=msg.topic(),
-                ))
+                records.append(
+                    Record(
+                        key=msg.key(),
+                        value=msg.value(),
+                        headers=_headers(msg.headers()),
+                        timestamp=ts,
+                        partition=msg.partition(),
+                        offset=msg.offset(),
+                        topic=msg.topic(),
+                    )
+                )
             if batch:
                 last_new = time.monotonic()
         if expected is not None and len(records) < expected:

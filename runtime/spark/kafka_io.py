@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 __all__ = ["RECORD_COLUMNS", "read_stream", "write_stream"]
 
@@ -70,5 +71,7 @@ def write_stream(
         writer = writer.queryName(query_name)
     for key, value in (options or {}).items():
         writer = writer.option(key, value)
-    writer = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))  # type: ignore[arg-type]
-    return writer.start()
+    # trigger() is overloaded per keyword; the caller's mapping names exactly one of them.
+    triggered: DataStreamWriter = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))  # type: ignore[call-overload]
+    query: StreamingQuery = triggered.start()
+    return query

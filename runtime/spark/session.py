@@ -9,6 +9,7 @@ session StreamApp starts — tests, `streamapp run`, the demo, the in-cluster dr
 from __future__ import annotations
 
 import os
+import pathlib
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -21,6 +22,7 @@ __all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "base_conf", "build_session"]
 #: lifetime, so the right value is the parallelism the app may scale to, not Spark's 200.
 DEFAULT_SHUFFLE_PARTITIONS = 2
 
+_LOG4J2 = pathlib.Path(__file__).with_name("log4j2.properties")
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -35,10 +37,13 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # Adaptive execution does not apply to streaming plans; Spark warns on every query otherwise.
+        "spark.sql.adaptive.enabled": "false",
         # Local runs: no UI port to collide on, and no shuffle service.
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J2}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J2}",
     }
 
 

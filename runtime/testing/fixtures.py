@@ -26,10 +26,26 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _REPORT: list[str] = []
+_SKIPPED: list[str] = []
 _counter = itertools.count()
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # In CI nothing is skipped: a missing broker, jar or binary must turn the run red.
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes") and _SKIPPED and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _SKIPPED and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        terminalreporter.section("skipped tests fail CI", red=True)
+        for nodeid in _SKIPPED:
+            terminalreporter.write_line(f"skipped in CI (not allowed): {nodeid}")
     if _REPORT:
         terminalreporter.section("StreamApp real components")
         for line in _REPORT:

@@ -44,7 +44,10 @@ def test_identity_round_trip_keeps_key_value_headers_and_partition(
     started = time.monotonic()
     df = kafka_io.read_stream(spark, bootstrap=kafka_bootstrap, topics=[source])
     query = kafka_io.write_stream(
-        df, bootstrap=kafka_bootstrap, topic=sink, checkpoint=str(tmp_path / "ckpt"),
+        df,
+        bootstrap=kafka_bootstrap,
+        topic=sink,
+        checkpoint=str(tmp_path / "ckpt"),
         trigger={"availableNow": True},
     )
     query.awaitTermination(timeout=120)
@@ -53,6 +56,7 @@ def test_identity_round_trip_keeps_key_value_headers_and_partition(
     elapsed = time.monotonic() - started
 
     assert len(received) == N
+
     def fingerprint(r: admin.Record) -> tuple[object, ...]:
         return (r.key, r.value, tuple(r.headers))
 
