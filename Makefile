@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null || { echo "setup: a JDK 17+ (java) is required"; exit 1; }
 	@command -v mvn >/dev/null || { echo "setup: Maven (mvn) is required to fetch Kafka and the Spark connector"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[dev]'
+	@echo "setup: installing streamapp and its Python dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@{ $(PY) -m pip install --upgrade pip setuptools wheel && $(PY) -m pip install -e '.[dev]'; } \
+		> $(VENV)/install.log 2>&1 || { tail -40 $(VENV)/install.log; echo "setup: pip failed, see $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
 
 setup: $(STAMP) $(if $(wildcard e2e/e2e.mk),e2e-deps) ## install everything from nothing (venv, Kafka, Spark connector, control plane); cached

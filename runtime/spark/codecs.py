@@ -47,9 +47,7 @@ def decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
         return F.conv(hexed, 16, -10).cast("bigint")
     if serde == "int":
         sign = F.when(F.substring(hexed, 1, 1) >= F.lit("8"), F.lit("FFFFFFFF")).otherwise(F.lit("00000000"))
-        return F.when(col.isNull(), F.lit(None)).otherwise(
-            F.conv(F.concat(sign, hexed), 16, -10).cast("int")
-        )
+        return F.when(col.isNull(), F.lit(None)).otherwise(F.conv(F.concat(sign, hexed), 16, -10).cast("int"))
     if serde == "double":
         return _bytes_to_double(col)
     if serde == "json":
@@ -72,7 +70,9 @@ def encode(col: Column, serde: str, *, schema: str | None = None) -> Column:
         return _double_to_bytes(col.cast("double"))
     if serde == "json":
         # A declared schema means a struct column; a raw JSON string is written as it is.
-        return F.when(col.isNull(), F.lit(None)).otherwise(
-            F.to_json(col) if schema else col.cast("string")
-        ).cast("binary")
+        return (
+            F.when(col.isNull(), F.lit(None))
+            .otherwise(F.to_json(col) if schema else col.cast("string"))
+            .cast("binary")
+        )
     raise ValueError(f"unknown serde {serde!r}")

@@ -45,7 +45,8 @@ def test_string_and_json_serdes(spark: SparkSession) -> None:
     text = df.select(codecs.decode(F.col("b"), "string").alias("v")).collect()
     assert [r.v for r in text] == [json.dumps(doc), None]
     out = df.select(
-        codecs.encode(codecs.decode(F.col("b"), "json", schema="amount DOUBLE, name STRING"), "json", schema="x")
-        .alias("b")
+        codecs.encode(
+            codecs.decode(F.col("b"), "json", schema="amount DOUBLE, name STRING"), "json", schema="x"
+        ).alias("b")
     ).collect()
     assert json.loads(bytes(out[0].b)) == doc and out[1].b is None
