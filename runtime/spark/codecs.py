@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 __all__ = ["decode", "encode"]
 
 
-@F.pandas_udf(T.DoubleType())  # type: ignore[call-overload]
+@F.pandas_udf(T.DoubleType())
 def _bytes_to_double(data: pd.Series) -> pd.Series:
     out = np.full(len(data), np.nan)
     mask = data.notna().to_numpy()
@@ -29,7 +29,7 @@ def _bytes_to_double(data: pd.Series) -> pd.Series:
     return result
 
 
-@F.pandas_udf(T.BinaryType())  # type: ignore[call-overload]
+@F.pandas_udf(T.BinaryType())
 def _double_to_bytes(data: pd.Series) -> pd.Series:
     mask = data.notna().to_numpy()
     raw = data.to_numpy(dtype="float64", na_value=0.0).astype(">f8").tobytes()

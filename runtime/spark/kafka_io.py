@@ -72,6 +72,6 @@ def write_stream(
     for key, value in (options or {}).items():
         writer = writer.option(key, value)
     # trigger() is overloaded per keyword; the caller's mapping names exactly one of them.
-    triggered: DataStreamWriter = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))  # type: ignore[call-overload]
+    triggered: DataStreamWriter = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))
     query: StreamingQuery = triggered.start()
     return query
