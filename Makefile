@@ -11,6 +11,7 @@ export PIP_CACHE_DIR := $(STREAMAPP_CACHE)/pip
 STAMP := $(VENV)/.installed
 
 -include e2e/e2e.mk
+-include tests/bench/bench.mk
 
 .PHONY: help setup lint format typecheck test unit e2e bench demo crds chart-test clean
 
@@ -55,8 +56,7 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite
 e2e: setup ## the e2e suite against a real control plane on loopback
 	$(PY) -m pytest e2e
 
-bench: setup ## benchmarks (results written under tests/bench/results)
-	@echo "bench: no benchmarks yet (issue: benchmarks side by side)"; exit 1
+bench: bench-run ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
 demo: setup ## sample records through a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo

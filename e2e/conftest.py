@@ -1,0 +1,50 @@
+"""The e2e suite's real-component fixture: one Kubernetes control plane per test session.
+
+Why here: real-component fixtures live in one place and are shared, so the chart, operator and
+driver-pod tests all meet the same cluster instead of each starting their own. The binaries come
+from `make e2e-deps`; when they are missing the suite fails (never skips), so a green run always
+means the tests really ran against a real API server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# e2e/ is not a package; make `import cluster` work under any pytest import mode.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+import cluster
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.Cluster]:
+    """A running control plane: `.kubeconfig` (path), `.kubectl(*args)`, `.helm(*args)`, `.env`."""
+    missing = cluster.missing_binaries()
+    if missing:
+        pytest.fail(
+            f"control-plane binaries missing from {cluster.bin_dir()}: {', '.join(missing)};"
+            " run `make e2e-deps` (builds them from the pinned Go modules in e2e/controlplane, cached)",
+            pytrace=False,
+        )
+    kubectl = os.environ.get("KUBECTL", "kubectl")
+    if shutil.which(kubectl) is None:
+        pytest.fail(
+            f"kubectl ({kubectl!r}) is not on PATH; the e2e suite drives the cluster with it", pytrace=False
+        )
+    kube = cluster.Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        seconds = kube.start()
+    except cluster.ClusterError as err:
+        pytest.fail(f"control plane did not start: {err}", pytrace=False)
+    sys.stderr.write(f"\ncontrol plane up in {seconds:.1f}s at {kube.server} (logs: {kube.logs})\n")
+    try:
+        yield kube
+    finally:
+        kube.stop()

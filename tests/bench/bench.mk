@@ -1,0 +1,23 @@
+# Benchmarks (issue 6): StreamApp vs hand-written PySpark vs Kafka Streams, on the embedded broker.
+# Included by the top-level Makefile; `make bench` runs $(BENCH_CMD) (wired by the lead), and
+# `make bench-run` is the same. Override the arguments, e.g.:
+#   make bench BENCH_ARGS="--records 200000 --repeats 1"
+# Run it on a quiet machine: the numbers are CPU-bound on 2 cores.
+
+BENCH_DIR := tests/bench
+BENCH_ARGS ?= --records 2000000 --repeats 3
+BENCH_MVN := mvn -q -B -Dmaven.repo.local=$(STREAMAPP_CACHE)/m2
+BENCH_CMD = $(PY) -m tests.bench.run $(BENCH_ARGS)
+
+.PHONY: bench-run bench-kstreams bench-smoke
+
+$(BENCH_DIR)/kstreams/target/classpath.txt: $(BENCH_DIR)/kstreams/pom.xml $(wildcard $(BENCH_DIR)/kstreams/src/main/java/streamapp/bench/*.java)
+	cd $(BENCH_DIR)/kstreams && $(BENCH_MVN) package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+
+bench-kstreams: $(BENCH_DIR)/kstreams/target/classpath.txt ## build the Kafka Streams side of the benchmarks (Maven)
+
+bench-run: setup bench-kstreams ## the full benchmark; results in tests/bench/results (RESULTS.md, results.json)
+	$(BENCH_CMD)
+
+bench-smoke: setup bench-kstreams ## a small benchmark run (20k records, 1 repeat) written to build/bench-smoke
+	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --out build/bench-smoke

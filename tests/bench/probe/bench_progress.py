@@ -1,0 +1,60 @@
+"""Write every StreamingQueryProgress of a session as one JSON line, for the harness's breakdown.
+
+Spark reports per micro-batch where the trigger's time went (``durationMs``: latestOffset, getBatch,
+queryPlanning, addBatch, walCommit, commitOffsets, triggerExecution). A daemon thread polls the
+active queries' ``recentProgress`` twice a second and appends batches it has not written yet; a
+polling thread is used rather than a StreamingQueryListener because Python listener callbacks
+arrive late under load and are lost when the process is stopped. The hand-written PySpark job
+installs it itself; for StreamApp, ``sitecustomize`` in this folder installs it on every session
+the CLI builds, so no profiler and no change to the runtime is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+__all__ = ["ENV", "install"]
+
+#: The file the progress lines go to; nothing is installed when it is unset.
+ENV = "STREAMAPP_BENCH_PROGRESS"
+_INTERVAL = 0.5
+
+
+def _as_json(progress: Any) -> str:
+    text = getattr(progress, "json", None)
+    return str(text) if text is not None else json.dumps(progress)
+
+
+def install(session: Any, path: str | None = None) -> threading.Thread | None:
+    target = path or os.environ.get(ENV)
+    if not target or getattr(session, "_bench_progress", None):
+        return None
+    written: set[tuple[str, int]] = set()
+
+    def poll() -> None:
+        while True:
+            time.sleep(_INTERVAL)
+            try:
+                lines = []
+                for query in session.streams.active:
+                    for progress in query.recentProgress:
+                        doc = json.loads(_as_json(progress))
+                        key = (doc.get("runId", ""), int(doc.get("batchId", -1)))
+                        if key not in written:
+                            written.add(key)
+                            lines.append(json.dumps(doc))
+                if lines:
+                    with open(target, "a", encoding="utf-8") as out:
+                        out.write("\n".join(lines) + "\n")
+            except Exception:  # noqa: BLE001 - the session is stopping; the probe never breaks the app
+                if getattr(session, "_bench_progress_stop", False):
+                    return
+
+    thread = threading.Thread(target=poll, name="bench-progress", daemon=True)
+    thread.start()
+    session._bench_progress = thread
+    return thread

@@ -1,0 +1,82 @@
+"""Variant (b): the benchmark topologies hand-written in PySpark Structured Streaming.
+
+What a PySpark user would write without StreamApp: Spark's own Kafka source and sink, no headers,
+no record-timestamp handling, the same session configuration as the runtime (``build_session``:
+local[2], the connector jars, RocksDB state, 2 shuffle partitions). Runs until SIGTERM, then stops
+the query and the session.
+
+Usage: python tests/bench/pyspark_job.py BOOTSTRAP (stateless|wordcount) INPUT OUTPUT CHECKPOINT [PROGRESS]
+"""
+
+from __future__ import annotations
+
+import pathlib
+import signal
+import sys
+import threading
+import time
+
+from pyspark.sql import functions as F
+
+from streamapp.runtime.spark import session as spark_session
+
+sys.path.insert(0, str(pathlib.Path(__file__).with_name("probe")))
+import bench_progress
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, topology, source_topic, sink_topic, checkpoint = argv[:5]
+    progress = argv[5] if len(argv) > 5 else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    spark = spark_session.build_session(app_name=f"bench-pyspark-{topology}")
+    if progress:
+        bench_progress.install(spark, progress)
+    lines = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", F.col("value").cast("string").alias("value"))
+    )
+    if topology == "stateless":
+        out = lines.where(F.instr("value", "a") > 0).select("key", F.upper("value").alias("value"))
+        mode = "append"
+    elif topology == "wordcount":
+        words = lines.select(F.explode(F.split(F.lower("value"), r"\W+")).alias("word")).where("word != ''")
+        # The value as Kafka's LongSerializer writes it (8 bytes big-endian), like Kafka Streams.
+        out = (
+            words.groupBy("word")
+            .count()
+            .select(F.col("word").alias("key"), F.unhex(F.lpad(F.hex("count"), 16, "0")).alias("value"))
+        )
+        mode = "update"
+    else:
+        raise SystemExit(f"unknown topology {topology!r}")
+    query = (
+        out.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink_topic)
+        .option("checkpointLocation", checkpoint)
+        .outputMode(mode)
+        .trigger(processingTime="0 seconds")
+        .queryName(f"bench-{topology}")
+        .start()
+    )
+    print(f"started {topology}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            if not query.isActive:
+                print(f"query ended: {query.exception()}", file=sys.stderr, flush=True)
+                return 1
+    finally:
+        time.sleep(1.0)  # let the progress probe write the last batches
+        query.stop()
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,378 @@
+"""Benchmarks side by side: StreamApp vs hand-written PySpark vs Kafka Streams (issue 6).
+
+    .venv/bin/python -m tests.bench.run --records 2000000 --repeats 3
+
+Starts one embedded Kafka broker, then runs every (topology, variant) pair ``--repeats`` times,
+interleaved (A B C A B C …) so drift of the machine hits every variant alike. One run:
+
+1. fresh input and output topics (4 partitions each), a fresh checkpoint/state dir and app id;
+2. ``--warmup`` lines are written, the variant is launched → **start-up** = launch → first output;
+3. stateless only: probes at ``--rate`` records/s for ``--latency-seconds`` carry their send time
+   in the value → **latency** p50/p99 = send → arrival at the harness's consumer of the output;
+4. the variant's process tree is paused (SIGSTOP), ``--records`` lines are written, CPU time is
+   sampled, the tree resumed → **throughput** = records / (resume → output complete), where complete
+   means the expected record count (stateless) or every word's latest count equal to the reference
+   count computed in Python (word count); **CPU** = the tree's utime+stime over that drain;
+5. SIGTERM (SIGKILL after 30 s), check that no process of the tree is left, verify the whole
+   output against the reference, delete the run's topics.
+
+Results go to ``--out``/results.json and RESULTS.md (see tests/bench/report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from streamapp.runtime.embedded import broker
+from streamapp.runtime.kafka import admin
+from tests.bench import procs, report, workload
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+KSTREAMS = HERE / "kstreams"
+VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c"}
+TOPOLOGIES = ("stateless", "wordcount")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=2_000_000, help="lines drained per run (default 2e6)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per (topology, variant) (default 3)")
+    p.add_argument("--variants", default="streamapp,pyspark,kstreams", help="comma list (or a,b,c)")
+    p.add_argument("--topologies", default="stateless,wordcount", help="comma list")
+    p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
+    p.add_argument("--latency-seconds", type=float, default=20.0, help="latency phase length (default 20)")
+    p.add_argument("--warmup", type=int, default=1000, help="lines present before launch (default 1000)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of input/output topics")
+    p.add_argument(
+        "--kstreams-commit-ms", type=int, default=1000, help="Kafka Streams commit.interval.ms (default 1000)"
+    )
+    p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to first complete warm-up")
+    p.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="results folder")
+    p.add_argument("--keep-workdirs", action="store_true", help="keep logs/checkpoints of every run")
+    return p
+
+
+def _kstreams_classpath() -> str:
+    jar, classpath = KSTREAMS / "target" / "kstreams-bench-1.jar", KSTREAMS / "target" / "classpath.txt"
+    if not (jar.exists() and classpath.exists()):
+        m2 = pathlib.Path(os.environ.get("STREAMAPP_CACHE", pathlib.Path.home() / ".cache/streamapp")) / "m2"
+        print("bench: building the Kafka Streams side (mvn package)", flush=True)
+        subprocess.run(
+            ["mvn", "-q", "-B", f"-Dmaven.repo.local={m2}", "package", "dependency:build-classpath",
+             "-Dmdep.outputFile=target/classpath.txt"],
+            cwd=KSTREAMS, check=True,
+        )  # fmt: skip
+    return f"{jar}{os.pathsep}{classpath.read_text().strip()}"
+
+
+def _command(
+    variant: str, topology: str, *, bootstrap: str, topics: tuple[str, str], app_id: str,
+    workdir: pathlib.Path, args: argparse.Namespace, kstreams_cp: str | None,
+) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    source, sink = topics
+    progress = str(workdir / "progress.jsonl")
+    if variant == "streamapp":
+        template = string.Template((HERE / "manifests" / f"{topology}.yaml").read_text())
+        manifest = workdir / "app.yaml"
+        manifest.write_text(
+            template.substitute(
+                APP_ID=app_id, BOOTSTRAP=bootstrap, INPUT=source, OUTPUT=sink, STATE_DIR=workdir / "state"
+            )
+        )
+        probe = str(HERE / "probe")
+        path = os.pathsep.join(p for p in (probe, os.environ.get("PYTHONPATH", "")) if p)
+        exe = pathlib.Path(sys.executable).parent / "streamapp"
+        return [str(exe), "run", str(manifest), "--bootstrap", bootstrap], {
+            "PYTHONPATH": path,
+            "STREAMAPP_BENCH_PROGRESS": progress,
+        }
+    if variant == "pyspark":
+        job = HERE / "pyspark_job.py"
+        return [sys.executable, str(job), bootstrap, topology, source, sink, str(workdir / "checkpoint"),
+                progress], {}  # fmt: skip
+    assert kstreams_cp is not None
+    return [
+        "java", "-Xmx2g", "-cp", kstreams_cp, "streamapp.bench.KStreamsBench", bootstrap, topology,
+        source, sink, app_id, str(workdir / "state"), str(args.kstreams_commit_ms),
+    ], {}  # fmt: skip
+
+
+def _wait(monitor: workload.Monitor, variant: procs.Variant, timeout: float) -> str | None:
+    """Wait for the monitor's target; returns why not, or None when it was reached."""
+    deadline = time.monotonic() + timeout
+    while not monitor.done.wait(0.1):
+        if monitor.errors:
+            return f"output consumer: {monitor.errors[0]}"
+        code = variant.exited
+        if code is not None:
+            monitor.done.wait(1.0)  # records already written may still be on their way
+            if monitor.done.is_set():
+                return None
+            return f"exit code {code}: {_last_error(variant.log_tail(40))}"
+        if time.monotonic() > deadline:
+            return f"timed out after {timeout:.0f} s"
+    return None
+
+
+def _last_error(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if any(m in line for m in ("Error", "error:", "Exception", "invalid choice", "No such")):
+            return line[:300]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def _latency_phase(
+    bootstrap: str, topic: str, monitor: workload.Monitor, args: argparse.Namespace, expect_before: int
+) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    # linger.ms=0 caps a loaded single broker near 1000 produce requests/s and queues the probes
+    # for seconds; 2 ms batches them at no visible cost. Metadata and connection are set up first.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
+    producer.list_topics(topic, timeout=10)
+    total = int(args.rate * args.latency_seconds)
+    monitor.set_target(count=expect_before + total)
+    began = time.monotonic()
+    for seq in range(total):
+        delay = began + seq / args.rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, b"lat %d %d" % (seq, time.monotonic_ns()), partition=seq % args.partitions)
+        producer.poll(0)
+    producer.flush(30)
+    arrived = monitor.done.wait(60)
+    skip = int(min(2.0, args.latency_seconds * 0.2) * args.rate)  # the first probes meet a cold path
+    samples = [ms for seq, ms in list(monitor.latencies_ms) if seq >= skip]
+    result: dict[str, Any] = {"latency_probes": total, "latency_samples": len(samples)}
+    if samples:
+        result |= {
+            "latency_p50_ms": round(_percentile(samples, 50), 1),
+            "latency_p99_ms": round(_percentile(samples, 99), 1),
+            "latency_max_ms": round(max(samples), 1),
+        }
+    if not arrived:
+        result["latency_note"] = f"{len(monitor.latencies_ms)} of {total} probes arrived within 60 s"
+    return result
+
+
+def _breakdown(path: pathlib.Path, since: float, until: float) -> dict[str, Any] | None:
+    """Sum of Spark's durationMs over the micro-batches that ran the drain (wall-clock window)."""
+    if not path.exists():
+        return None
+    from datetime import datetime
+
+    totals: dict[str, int] = {}
+    batches = rows = 0
+    for line in path.read_text().splitlines():
+        try:
+            progress = json.loads(line)
+            started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+        except (ValueError, KeyError):
+            continue
+        if since - 1.0 <= started <= until and progress.get("numInputRows", 0) > 0:
+            batches += 1
+            rows += progress["numInputRows"]
+            for key, value in progress.get("durationMs", {}).items():
+                totals[key] = totals.get(key, 0) + int(value)
+    return {"batches": batches, "input_rows": rows, "duration_ms": totals} if batches else None
+
+
+def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    names = [t for t in client.list_topics(timeout=10).topics if t.startswith(prefixes)]
+    for future in client.delete_topics(names, operation_timeout=30).values() if names else ():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - a left-over topic only costs disk
+            print(f"bench: deleting a topic failed: {exc}", file=sys.stderr)
+
+
+def run_one(
+    topology: str, variant_name: str, rep: int, *, kafka: broker.EmbeddedKafka, pool: workload.Pool,
+    args: argparse.Namespace, scratch: pathlib.Path, kstreams_cp: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    bootstrap, parts = kafka.bootstrap, args.partitions
+    app_id = f"bench-{topology}-{variant_name}-{rep}-{int(time.time())}"
+    source, sink = f"{app_id}-in", f"{app_id}-out"
+    workdir = scratch / app_id
+    workdir.mkdir(parents=True)
+    result: dict[str, Any] = {"topology": topology, "variant": variant_name, "rep": rep, "app_id": app_id}
+    admin.create_topics(bootstrap, {source: parts, sink: parts})
+    workload.produce_lines(bootstrap, source, pool, start=0, count=args.warmup, partitions=parts)
+    wordcount = topology == "wordcount"
+    monitor = workload.Monitor(bootstrap, sink, parts, wordcount=wordcount)
+    argv, env = _command(
+        variant_name, topology, bootstrap=bootstrap, topics=(source, sink), app_id=app_id,
+        workdir=workdir, args=args, kstreams_cp=kstreams_cp,
+    )  # fmt: skip
+    variant = procs.Variant(name=app_id, argv=argv, workdir=workdir, env=env)
+    result["command"] = shlex.join(argv)
+    probes = 0
+    window: tuple[float, float] | None = None
+    try:
+        if wordcount:
+            monitor.set_target(words=pool.word_counts(0, args.warmup))
+        else:
+            monitor.set_target(count=pool.stateless_count(0, args.warmup))
+        monitor.start()
+        variant.start()
+        problem = _wait(monitor, variant, args.startup_timeout)
+        if problem is not None:
+            crashed = problem.startswith("exit code")
+            prefix = "unavailable" if crashed and variant_name == "streamapp" else "failed"
+            result["status"] = f"{prefix}: {problem}"
+            return result
+        assert monitor.first_at is not None and monitor.done_at is not None
+        result["startup_s"] = round(monitor.first_at - variant.launched_at, 2)
+        result["warmup_done_s"] = round(monitor.done_at - variant.launched_at, 2)
+
+        if not wordcount:
+            result |= _latency_phase(bootstrap, source, monitor, args, monitor.count)
+            probes = int(args.rate * args.latency_seconds)
+
+        # Throughput: pause the tree, pre-load the backlog, resume, time the drain.
+        before = monitor.count
+        variant.pause()
+        paused_wall = time.time()
+        seconds = workload.produce_lines(
+            bootstrap, source, pool, start=args.warmup, count=args.records, partitions=parts
+        )
+        result["produce_s"] = round(seconds, 2)
+        written = workload.topic_record_count(bootstrap, source, parts)
+        if written != args.warmup + args.records + probes:
+            result["status"] = f"failed: input topic holds {written} records"
+            return result
+        if wordcount:
+            monitor.set_target(words=pool.word_counts(0, args.warmup + args.records))
+        else:
+            monitor.set_target(count=before + pool.stateless_count(args.warmup, args.records))
+        broker_cpu0 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
+        cpu0 = variant.cpu()
+        variant.resume()
+        resumed, resumed_wall = time.monotonic(), time.time()
+        drain_timeout = max(300.0, args.records / 2000)
+        problem = _wait(monitor, variant, drain_timeout)
+        cpu1 = variant.cpu()
+        broker_cpu1 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
+        if problem is not None:
+            result["status"] = f"failed: drain: {problem}"
+            return result
+        assert monitor.done_at is not None
+        drain = monitor.done_at - resumed
+        millions = args.records / 1e6
+        result |= {
+            "drain_s": round(drain, 3),
+            "throughput_rps": round(args.records / drain),
+            "cpu_s": round(cpu1 - cpu0, 2),
+            "cpu_s_per_million": round((cpu1 - cpu0) / millions, 2),
+            "broker_cpu_s_per_million": round((broker_cpu1 - broker_cpu0) / millions, 2),
+            "output_records": monitor.count,
+        }
+        window = (paused_wall, time.time())
+        result["resumed_wall"] = resumed_wall
+        if variant_name != "kstreams":
+            time.sleep(1.5)  # the progress probe polls twice a second
+        result["status"] = "ok"
+        return result
+    finally:
+        try:
+            killed = variant.stop()
+            result["stopped_with"] = "SIGKILL" if killed else "SIGTERM"
+        except RuntimeError as exc:
+            result["status"] = f"failed: {exc}"
+        monitor.stop()
+        breakdown = _breakdown(workdir / "progress.jsonl", *window) if window else None
+        if breakdown:
+            result["spark_drain_batches"] = breakdown
+        if result.get("status") == "ok":
+            if wordcount:
+                extra = sorted(set(monitor.latest) - set(pool.word_counts(0, args.warmup + args.records)))
+                if extra:
+                    result["status"] = f"failed: unexpected words in the output, e.g. {extra[:3]}"
+            else:
+                problems = workload.verify_stateless(
+                    bootstrap, sink, parts, pool.stateless_expected(0, args.warmup + args.records), probes
+                )
+                if problems:
+                    result["status"] = "failed: verify: " + "; ".join(problems)
+        if variant.workdir.exists():
+            result["log_tail"] = variant.log_tail(8) if result.get("status") != "ok" else ""
+        _delete_topics(bootstrap, (app_id,))
+        if not args.keep_workdirs:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    aliases = {v: k for k, v in VARIANTS.items()}
+    variants = [aliases.get(v.strip(), v.strip()) for v in args.variants.split(",") if v.strip()]
+    topologies = [t.strip() for t in args.topologies.split(",") if t.strip()]
+    unknown = [v for v in variants if v not in VARIANTS] + [t for t in topologies if t not in TOPOLOGIES]
+    if unknown:
+        raise SystemExit(f"unknown variants/topologies: {unknown}")
+    command = shlex.join(
+        [".venv/bin/python", "-m", "tests.bench.run", *(sys.argv[1:] if argv is None else argv)]
+    )
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the running variant and the broker, as on ^C
+    kstreams_cp = _kstreams_classpath() if "kstreams" in variants else None
+    pool = workload.Pool.generate()
+    results: list[dict[str, Any]] = []
+    meta = report.environment(
+        command=command, args=vars(args) | {"variants": variants, "topologies": topologies}
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="streamapp-bench-"))
+    started = time.monotonic()
+    try:
+        with broker.EmbeddedKafka(heap="1g") as kafka:
+            meta["broker_startup_s"] = round(kafka.startup_seconds or 0, 1)
+            for rep in range(1, args.repeats + 1):
+                for topology in topologies:
+                    for variant in variants:
+                        print(f"bench: {topology} {variant} run {rep}/{args.repeats} …", flush=True)
+                        try:
+                            result = run_one(
+                                topology, variant, rep, kafka=kafka, pool=pool, args=args, scratch=scratch,
+                                kstreams_cp=kstreams_cp,
+                            )  # fmt: skip
+                        except Exception as exc:  # noqa: BLE001 - one broken run must not end the rest
+                            result = {"topology": topology, "variant": variant, "rep": rep,
+                                      "status": f"failed: harness error: {exc!r}"}  # fmt: skip
+                        results.append(result)
+                        print("bench:   " + report.one_line(result), flush=True)
+                        meta["wall_s"] = round(time.monotonic() - started)
+                        report.write(args.out, meta, results)
+    finally:
+        if not args.keep_workdirs:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(f"bench: results in {args.out / 'RESULTS.md'} and {args.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
