@@ -52,6 +52,36 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run sample records through a real broker and a real Spark query")
     demo.add_argument("--lines", type=int, default=8, help="how many sample lines to send (default 8)")
     demo.set_defaults(func=_cmd_demo)
+    from streamapp.runtime.cli import apps  # noqa: PLC0415 - light: no Spark until a command runs
+
+    validate = sub.add_parser("validate", help="check a manifest; every problem is listed by its path")
+    validate.add_argument("manifest")
+    validate.set_defaults(func=apps.cmd_validate)
+
+    describe = sub.add_parser("describe", help="print the topology of a manifest")
+    describe.add_argument("manifest")
+    describe.set_defaults(func=apps.cmd_describe)
+
+    run = sub.add_parser(
+        "run", help="run a manifest on local Spark (embedded Kafka unless a broker is named)"
+    )
+    run.add_argument("manifest")
+    run.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the manifest's, else embedded)")
+    run.add_argument(
+        "--checkpoint", help="checkpoint folder or URI (default: the manifest's, else a temp folder)"
+    )
+    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument(
+        "--until-idle",
+        type=float,
+        metavar="SECONDS",
+        help="stop after no input arrived for this long (batch-like runs, reprocessing)",
+    )
+    run.set_defaults(func=apps.cmd_run)
+
+    driver = sub.add_parser("driver", help="in-cluster entrypoint of the operator's driver Pod")
+    driver.add_argument("--manifest", required=True)
+    driver.set_defaults(func=apps.cmd_driver)
     return parser
 
 

@@ -1,0 +1,168 @@
+"""``streamapp validate | describe | run | driver``: one manifest, checked, explained or run.
+
+``validate`` and ``describe`` never start a JVM; ``run`` starts local Spark and, when neither the
+manifest nor ``--bootstrap`` names a broker, the embedded Kafka broker; ``driver`` is the
+in-cluster entrypoint the operator's driver Pod runs.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+from streamapp.runtime import errors, manifest
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["cmd_describe", "cmd_driver", "cmd_run", "cmd_validate"]
+
+
+def _load(path: str) -> Any:
+    """The manifest at ``path``, or exit 1 listing every problem by manifest path."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError as exc:
+        print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    problems = manifest.validate_manifest(text)
+    if problems:
+        for problem in problems:
+            print(f"{path}: {problem}", file=sys.stderr)
+        print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
+        raise SystemExit(1)
+    return manifest.load_manifest(text)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    app = _load(args.manifest)
+    print(
+        f"{args.manifest}: valid StreamApp {app.metadata.name!r} "
+        f"({(time.perf_counter() - started) * 1000:.0f} ms)"
+    )
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    app = _load(args.manifest)
+    print(manifest.build_topology(app).describe())
+    return 0
+
+
+def _bootstrap(app: Any, override: str | None) -> str | None:
+    return override or (app.spec.kafka.bootstrap_servers if app.spec.kafka else None)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run locally: local Spark, the given broker or an embedded one; Ctrl-C stops cleanly."""
+    app = _load(args.manifest)
+    topology = manifest.build_topology(app)
+    bootstrap = _bootstrap(app, args.bootstrap)
+    embedded = None
+    if bootstrap is None:
+        from streamapp.runtime.embedded import broker  # noqa: PLC0415
+
+        embedded = broker.EmbeddedKafka()
+        bootstrap = embedded.start()
+        print(f"embedded Kafka {embedded.version} broker at {bootstrap}", flush=True)
+    try:
+        from streamapp.runtime.kafka import admin  # noqa: PLC0415
+
+        missing = [t for t in topology.source_topics() if t not in admin.partition_counts(bootstrap, [t])]
+        if missing and embedded is not None:
+            admin.create_topics(bootstrap, dict.fromkeys(missing, 1))
+        checkpoint = (
+            args.checkpoint
+            or app.spec.checkpoint_location
+            or str(pathlib.Path(tempfile.gettempdir()) / "streamapp" / app.metadata.name / "checkpoint")
+        )
+        return _run_query(
+            app,
+            topology,
+            bootstrap=bootstrap,
+            checkpoint=checkpoint,
+            master=args.master,
+            until_idle=args.until_idle,
+        )
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def _run_query(
+    app: Any, topology: Any, *, bootstrap: str, checkpoint: str, master: str | None, until_idle: float | None
+) -> int:
+    from streamapp.runtime.spark import compiler, kafka_io, runner, session  # noqa: PLC0415
+
+    print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
+    spark = session.build_session(
+        app_name=app.metadata.name, master=master, conf=dict(app.spec.spark_conf or {})
+    )
+    compiled = compiler.compile_topology(
+        topology,
+        read=lambda topics: kafka_io.read_stream(spark, bootstrap=bootstrap, topics=topics),
+    )
+    query = runner.start_kafka(
+        compiled.plan,
+        bootstrap=bootstrap,
+        checkpoint=checkpoint,
+        trigger=compiled.trigger,
+        query_name=app.metadata.name,
+        output_mode=compiled.output_mode,
+    )
+    print(
+        f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "
+        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, checkpoint {checkpoint})",
+        flush=True,
+    )
+    stop = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        idle_since = time.monotonic()
+        while query.isActive and not stop:
+            query.awaitTermination(1)
+            progress = query.lastProgress
+            if progress and progress.get("numInputRows"):
+                idle_since = time.monotonic()
+            if until_idle is not None and time.monotonic() - idle_since > until_idle:
+                break
+    except KeyboardInterrupt:
+        pass
+    if query.exception() is not None:
+        print(f"{app.metadata.name}: query failed: {query.exception()}", file=sys.stderr)
+        spark.stop()
+        return 1
+    query.stop()
+    spark.stop()
+    return 0
+
+
+def cmd_driver(args: argparse.Namespace) -> int:
+    """In-cluster driver: Spark master and bootstrap come from the environment the operator set."""
+    app = _load(args.manifest)
+    topology = manifest.build_topology(app)
+    bootstrap = os.environ.get("STREAMAPP_BOOTSTRAP") or _bootstrap(app, None)
+    if not bootstrap:
+        raise errors.StreamAppError(f"{args.manifest}: spec.kafka.bootstrapServers is required in a cluster")
+    checkpoint = os.environ.get("STREAMAPP_CHECKPOINT") or app.spec.checkpoint_location
+    if not checkpoint:
+        raise errors.StreamAppError(f"{args.manifest}: spec.checkpointLocation is required in a cluster")
+    return _run_query(
+        app,
+        topology,
+        bootstrap=bootstrap,
+        checkpoint=checkpoint,
+        master=os.environ.get("STREAMAPP_SPARK_MASTER"),
+        until_idle=None,
+    )

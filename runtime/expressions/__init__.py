@@ -1,0 +1,1 @@
+"""StreamApp runtime: expressions."""

@@ -1,0 +1,112 @@
+"""Check user logic without a JVM, so `streamapp validate` and the operator answer in milliseconds.
+
+Spark SQL expressions are parsed with sqlglot's Spark dialect; a syntax error or a column that is
+not one of a record's (key, value, timestamp, headers, partition, offset, topic) is reported with
+a suggestion. Function references are checked for form and, where the module can be imported
+here, for existence.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+
+import sqlglot
+from sqlglot import exp
+
+__all__ = [
+    "RECORD_COLUMNS",
+    "check_expression",
+    "check_function_ref",
+    "is_boolean_expression",
+    "value_fields",
+]
+
+RECORD_COLUMNS = ("key", "value", "timestamp", "headers", "partition", "offset", "topic")
+_REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+_BOOLEAN = (
+    exp.Predicate,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.Boolean,
+    exp.In,
+    exp.Between,
+    exp.Is,
+    exp.Like,
+    exp.ILike,
+    exp.RegexpLike,
+)
+
+
+def _parse(expr: str) -> exp.Expression:
+    tree: exp.Expression = sqlglot.parse_one(expr, read="spark")  # type: ignore[assignment]
+    return tree
+
+
+def check_expression(expr: str) -> str | None:
+    """None when ``expr`` parses and uses only record columns; else the problem in words."""
+    try:
+        tree = _parse(expr)
+    except sqlglot.errors.ParseError as err:
+        first = err.errors[0] if err.errors else {}
+        detail = first.get("description") or str(err).splitlines()[0]
+        return f"not a valid Spark SQL expression ({detail}): {expr!r}"
+    bound = {ident.name for lam in tree.find_all(exp.Lambda) for ident in lam.expressions}
+    for column in tree.find_all(exp.Column):
+        root = column.parts[0].name if column.parts else column.name
+        if root in bound or root.lower() in RECORD_COLUMNS:
+            continue
+        hint = difflib.get_close_matches(root, RECORD_COLUMNS, n=1)
+        suggestion = f"; did you mean '{hint[0]}'?" if hint else ""
+        return f"unknown column '{root}' (a record has {', '.join(RECORD_COLUMNS)}){suggestion}"
+    return None
+
+
+def is_boolean_expression(expr: str) -> bool | None:
+    """True/False when the expression's type is evident without a schema; None when unknown."""
+    try:
+        tree = _parse(expr)
+    except sqlglot.errors.ParseError:
+        return None
+    if isinstance(tree, exp.Paren):
+        tree = tree.this
+    if isinstance(tree, _BOOLEAN):
+        return True
+    if isinstance(tree, (exp.Literal, exp.Binary)) and not isinstance(tree, exp.Connector):
+        return isinstance(tree, exp.Boolean)
+    return None
+
+
+def value_fields(expr: str) -> list[str]:
+    """Fields read from the value (``value.amount`` → ``amount``)."""
+    try:
+        tree = _parse(expr)
+    except sqlglot.errors.ParseError:
+        return []
+    out = []
+    for column in tree.find_all(exp.Column):
+        parts = column.parts
+        if len(parts) >= 2 and parts[0].name.lower() == "value":
+            out.append(parts[1].name)
+    return out
+
+
+def check_function_ref(ref: str) -> str | None:
+    """None when ``ref`` looks like ``package.module:function`` and resolves (if importable here)."""
+    if not _REF.match(ref):
+        return f"a function reference is 'package.module:function', not {ref!r}"
+    module_name, qualname = ref.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        return f"cannot import module {module_name!r} for {ref!r}: {err}"
+    target: object = module
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            return f"module {module_name!r} has no {qualname!r}"
+        target = getattr(target, part)
+    if not callable(target):
+        return f"{ref!r} is not callable"
+    return None
