@@ -51,7 +51,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     app = _load(args.manifest)
-    print(manifest.build_topology(app).describe())
+    print(manifest.build_topology(app).describe(), end="")
     return 0
 
 

@@ -63,11 +63,8 @@ def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
                 )
             )
         )
-        if (
-            (item["type"] == "extra_forbidden"
-            and len(loc) >= 2
-            and loc[-2] == "steps")
-            or (item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int))
+        if (item["type"] == "extra_forbidden" and len(loc) >= 2 and loc[-2] == "steps") or (
+            item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int)
         ):
             message = f"unknown operation '{loc[-1]}' (expected one of {', '.join(_OPS)})"
         elif item["type"] == "extra_forbidden":
@@ -76,7 +73,8 @@ def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
             message = "required field is missing"
         else:
             message = item["msg"].removeprefix("Value error, ")
-        key = (_path(loc), message)
+        # A union (e.g. a serde name or object) fails once per alternative: the first says it best.
+        key = _path(loc)
         if key not in seen:
             seen.add(key)
             problems.append(errors.Problem(_path(loc), message))

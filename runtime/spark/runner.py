@@ -53,6 +53,8 @@ def start_kafka(
 ) -> StreamingQuery:
     """Write the plan's rows (see :data:`sink.SINK_COLUMNS`) to Kafka."""
     if trigger.kind == "real-time":
+        # Real-time mode refuses append; for a stateless plan update emits the same rows.
+        output_mode = "update"
         # Real-time mode accepts only Spark's own Kafka sink: records get the write time.
         writer = (
             plan.select("key", "value", "headers", "topic")

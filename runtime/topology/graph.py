@@ -136,7 +136,10 @@ class Topology:
                 return "micro-batch", f"latency: low asked, but {node.name} ({node.op}) needs micro-batches"
             if any(isinstance(v, Mapping) and "function" in v for v in node.params.values()):
                 return "micro-batch", f"latency: low asked, but {node.name} runs a Python function"
-        return "real-time", "latency: low; every operation is stateless and Kafka to Kafka"
+        return "real-time", (
+            "latency: low; every operation is stateless, Kafka to Kafka; output records "
+            "carry their write time, as Spark's real-time Kafka sink sets no timestamps"
+        )
 
     def subtopologies(self) -> Iterator[list[Node]]:
         """Connected groups of nodes, in build order (Kafka Streams' sub-topologies)."""
