@@ -129,13 +129,20 @@ def _run_query(
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        idle_since = time.monotonic()
+        idle_since: float | None = None  # counts only once a first batch completed
+        last_batch = -1
         while query.isActive and not stop:
             query.awaitTermination(1)
             progress = query.lastProgress
-            if progress and progress.get("numInputRows"):
-                idle_since = time.monotonic()
-            if until_idle is not None and time.monotonic() - idle_since > until_idle:
+            if progress and progress["batchId"] != last_batch:
+                last_batch = progress["batchId"]
+                if idle_since is None or progress.get("numInputRows"):
+                    idle_since = time.monotonic()
+            if (
+                until_idle is not None
+                and idle_since is not None
+                and time.monotonic() - idle_since > until_idle
+            ):
                 break
     except KeyboardInterrupt:
         pass

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
-from streamapp.runtime.spark import codecs, frames, runner
+from streamapp.runtime.spark import codecs, frames, runner, sink
 from streamapp.runtime.topology import graph
 
 __all__ = ["Compiled", "compile_topology", "resolve_function"]
@@ -166,26 +166,15 @@ class _Compiler:
         )
 
     def _print_rows(self, node: graph.Node) -> DataFrame:
+        """Rows the sink prints on the driver's stdout instead of producing (see sink.PRINT_PREFIX)."""
         frame = self._parent(node)
         label = node.params.get("label") or node.name
-        rows = frame.df.select(
-            F.col("key").cast("string").alias("key"),
-            F.col("value").cast("string").alias("value"),
-        )
-
-        def show(batches: Any) -> Any:
-            for batch in batches:
-                for key, value in zip(batch["key"], batch["value"], strict=True):
-                    print(f"[{label}]: {key}, {value}", flush=True)  # Kafka Streams' print format
-                yield batch.iloc[0:0]
-
-        printed = rows.mapInPandas(show, rows.schema)
-        return printed.select(
-            F.col("key").cast("binary").alias("key"),
-            F.col("value").cast("binary").alias("value"),
-            F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
-            F.lit(None).cast("string").alias("topic"),
-            F.lit(None).cast("timestamp").alias("timestamp"),
+        return frame.df.select(
+            F.col("key").cast("string").cast("binary").alias("key"),
+            F.col("value").cast("string").cast("binary").alias("value"),
+            F.col("headers"),
+            F.lit(f"{sink.PRINT_PREFIX}{label}").alias("topic"),
+            F.col("timestamp"),
             F.lit(None).cast("int").alias("partition"),
         )
 

@@ -86,6 +86,7 @@ class Collector:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # Epoch millis computed in Spark: no Python time-zone conversion on the way back.
+        batch = sink.print_rows(batch)
         ordered = batch.withColumn("_batch", F.lit(batch_id)).withColumn("_ts_ms", F.unix_millis("timestamp"))
         rows = ordered.collect()
         with self._lock:

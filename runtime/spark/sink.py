@@ -18,7 +18,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-__all__ = ["SINK_COLUMNS", "KafkaBatchWriter"]
+__all__ = ["PRINT_PREFIX", "SINK_COLUMNS", "KafkaBatchWriter", "print_rows"]
+
+#: Rows whose topic starts with this come from `print` steps: printed on the driver, never produced.
+PRINT_PREFIX = "\x00print:"
 
 #: Columns a frame handed to the sink carries: encoded key/value, headers, topic, timestamp
 #: (Spark timestamp) and an optional partition (null: route by key).
@@ -35,7 +38,7 @@ class KafkaBatchWriter:
     producer_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self.write(batch)
+        self.write(print_rows(batch))
 
     def write(self, batch: DataFrame) -> int:
         """Write every row; returns the number of records acknowledged by the brokers."""
@@ -47,6 +50,19 @@ class KafkaBatchWriter:
 
         counts = batch.mapInArrow(produce, _RESULT_SCHEMA).collect()
         return sum(int(row.task_records) for row in counts)
+
+
+def print_rows(batch: DataFrame) -> DataFrame:
+    """Print the batch's `print` rows as Kafka Streams does (``[label]: key, value``); return the rest."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    is_print = F.col("topic").startswith(PRINT_PREFIX)
+    for row in batch.where(is_print).select("topic", "key", "value").collect():
+        label = row.topic[len(PRINT_PREFIX) :]
+        key = None if row.key is None else bytes(row.key).decode(errors="replace")
+        value = None if row.value is None else bytes(row.value).decode(errors="replace")
+        print(f"[{label}]: {key}, {value}", flush=True)
+    return batch.where(~is_print | F.col("topic").isNull())
 
 
 def _millis(column: pa.Array) -> list[int | None]:

@@ -104,7 +104,7 @@ class Topology:
         return [n for n in self.nodes if name in n.parents]
 
     def source_topics(self) -> list[str]:
-        return [t for n in self.nodes if n.op == "source" for t in n.params["topics"]]
+        return list(dict.fromkeys(t for n in self.nodes if n.op == "source" for t in n.params["topics"]))
 
     def sink_topics(self) -> list[str]:
         return list(dict.fromkeys(n.params["topic"] for n in self.nodes if n.op == "to"))

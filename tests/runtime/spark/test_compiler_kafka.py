@@ -101,7 +101,8 @@ def all_ops(
     s.flat_map_values("explode(split(value, ' '))").select_key("value").to(topics["t2"])
     s.map(key="upper(key)", value="concat(value, '!')").to(topics["t3"])
     s.flat_map(
-        "array(named_struct('key', key, 'value', value), named_struct('key', concat(key, '-2'), 'value', 'x'))"
+        "array(named_struct('key', key, 'value', value),"
+        " named_struct('key', concat(key, '-2'), 'value', 'x'))"
     ).to(topics["t4"])
     branches = s.split().branch("value LIKE 'a%'", "a").default_branch("rest")
     rest = branches["rest"].map_values("'R'")
