@@ -23,7 +23,10 @@ $(STAMP): pyproject.toml
 	@command -v mvn >/dev/null || { echo "setup: Maven (mvn) is required to fetch Kafka and the Spark connector"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing streamapp and its Python dependencies into $(VENV) (log: $(VENV)/install.log)"
-	@{ $(PY) -m pip install --upgrade pip setuptools wheel && $(PY) -m pip install -e '.[dev]'; } \
+	@# PYTHONSAFEPATH: `python -m` would otherwise put the checkout first on sys.path, where the
+	@# operator/ folder shadows the standard library's `operator` in a venv that has no .pth yet.
+	@{ PYTHONSAFEPATH=1 $(PY) -m pip install --upgrade pip setuptools wheel && \
+		PYTHONSAFEPATH=1 $(PY) -m pip install -e '.[dev]'; } \
 		> $(VENV)/install.log 2>&1 || { tail -40 $(VENV)/install.log; echo "setup: pip failed, see $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
 
@@ -61,8 +64,8 @@ bench: bench-run ## benchmarks side by side (results in tests/bench/results); ru
 demo: setup ## sample records through a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo
 
-crds: $(STAMP) ## regenerate crds/ and the chart's CRDs from the models
-	@echo "crds: not generated yet (issue: operator)"; exit 1
+crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it is stale)
+	$(PY) -m streamapp.operator._crdgen crds/streamapp.io_streamapps.yaml
 
 chart-test: setup ## render and test the Helm chart
 	@echo "chart-test: no chart yet (issue: operator)"; exit 1

@@ -1,0 +1,52 @@
+"""The StreamApp status the operator writes, as pydantic models (the CRD's status schema)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pydantic
+from pydantic import alias_generators
+
+__all__ = ["Condition", "ExecutorCounts", "StreamAppStatus"]
+
+
+class _Model(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=alias_generators.to_camel
+    )
+
+
+class Condition(_Model):
+    type: Literal["Ready", "Progressing", "Degraded"] = pydantic.Field(description="Condition type.")
+    status: Literal["True", "False", "Unknown"] = pydantic.Field(description="True, False or Unknown.")
+    reason: str | None = pydantic.Field(default=None, description="One CamelCase word saying why.")
+    message: str | None = pydantic.Field(
+        default=None, description="What happened, naming the field or object."
+    )
+    last_transition_time: str | None = pydantic.Field(
+        default=None, description="When status last changed (RFC 3339)."
+    )
+
+
+class ExecutorCounts(_Model):
+    desired: int | None = pydantic.Field(default=None, description="Executors the operator asked for.")
+    ready: int | None = pydantic.Field(default=None, description="Executors running.")
+
+
+class StreamAppStatus(_Model):
+    phase: Literal["Pending", "Running", "Suspended", "Failed", "Upgrading"] | None = pydantic.Field(
+        default=None, description="Lifecycle phase."
+    )
+    conditions: list[Condition] | None = pydantic.Field(
+        default=None, description="Ready, Progressing, Degraded."
+    )
+    observed_generation: int | None = pydantic.Field(default=None, description="Generation last reconciled.")
+    current_revision: str | None = pydantic.Field(default=None, description="Spec revision running.")
+    target_revision: str | None = pydantic.Field(default=None, description="Spec revision being rolled out.")
+    executors: ExecutorCounts | None = pydantic.Field(default=None, description="Executor counts.")
+    input_partitions: int | None = pydantic.Field(default=None, description="Partitions of all input topics.")
+    lag: int | None = pydantic.Field(default=None, description="Records behind the end of the input topics.")
+    throughput: str | None = pydantic.Field(default=None, description="Records per second, last batches.")
+    last_batch_time: str | None = pydantic.Field(default=None, description="When the last micro-batch ended.")
+    driver_pod: str | None = pydantic.Field(default=None, description="Name of the driver Pod.")
+    message: str | None = pydantic.Field(default=None, description="Human-readable summary.")
