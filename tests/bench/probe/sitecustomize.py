@@ -45,8 +45,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         exec_module = loader.exec_module
 
         def exec_and_patch(module: Any) -> None:
+            # A zip importer is one loader for many modules: patch only the target, then restore.
             exec_module(module)
-            _patch(module)
+            if module.__name__ == _TARGET:
+                loader.exec_module = exec_module  # type: ignore[method-assign]
+                _patch(module)
 
         loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
