@@ -5,12 +5,22 @@ The public surface is small; everything else is internal. Importing it never imp
 
 from streamapp.runtime.errors import ManifestError, Problem, StreamAppError, TopologyError
 from streamapp.runtime.serdes import Serde, Serdes
-from streamapp.runtime.topology import BranchedKStream, Function, KStream, StreamsBuilder, Topology
+from streamapp.runtime.topology import (
+    BranchedKStream,
+    Function,
+    KGroupedStream,
+    KStream,
+    KTable,
+    StreamsBuilder,
+    Topology,
+)
 
 __all__ = [
     "BranchedKStream",
     "Function",
+    "KGroupedStream",
     "KStream",
+    "KTable",
     "ManifestError",
     "Problem",
     "Serde",

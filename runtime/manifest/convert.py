@@ -310,6 +310,22 @@ class _Converter:
             if to.value_serde:
                 sink["valueSerde"] = _serde(to.value_serde)
             return self.add(op, (tail,), sink, path)
+        if op in ("groupBy", "groupByKey"):
+            params = {} if op == "groupByKey" else _logic(spec)
+            if params:
+                self._check_logic(params, path, serde)
+            return self.add("groupBy", (tail,), params, path)
+        if op in ("count", "aggregate", "toStream"):
+            parent = self.nodes[-1] if self.nodes and self.nodes[-1].name == tail else None
+            wants = "groupBy" if op != "toStream" else ("count", "aggregate")
+            if parent is None or parent.op not in wants:
+                before = "groupBy or groupByKey" if op != "toStream" else "count or aggregate"
+                self.problem(path, f"{op} must directly follow {before}")
+            if op == "aggregate":
+                if message := check.check_expression(spec.expr):
+                    self.problem(f"{path}.expr", message)
+                return self.add(op, (tail,), {"fn": spec.fn, "expr": spec.expr}, path)
+            return self.add(op, (tail,), {}, path)
         if op == "split":
             branches = []
             for k, branch in enumerate(spec.branches):
@@ -349,6 +365,12 @@ def _step_out(node: graph.Node, entry_of: Mapping[str, str]) -> dict[str, Any]:
             if k in p:
                 to[k] = _serde_out(p[k])
         return {"to": to}
+    if node.op == "groupBy":
+        return {"groupBy": _logic_out(p)} if p else {"groupByKey": {}}
+    if node.op in ("count", "toStream"):
+        return {node.op: {}}
+    if node.op == "aggregate":
+        return {"aggregate": {"fn": p["fn"], "expr": p["expr"]}}
     if node.op == "split":
         out: dict[str, Any] = {
             "branches": [{"name": b["name"], "predicate": _logic_out(b["predicate"])} for b in p["branches"]]

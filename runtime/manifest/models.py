@@ -115,6 +115,19 @@ class PrintSpec(_Model):
     label: str | None = pydantic.Field(default=None, description="Prefix printed before each record.")
 
 
+class Empty(_Model):
+    """An operation without parameters: ``{}``."""
+
+
+class AggregateSpec(_Model):
+    fn: Literal["sum", "min", "max", "avg", "latest", "collect_list"] = pydantic.Field(
+        description="Aggregate function; latest keeps the value with the highest timestamp."
+    )
+    expr: str = pydantic.Field(
+        default="value", description="What is aggregated (an expression over the record)."
+    )
+
+
 class Step(_Model):
     """Exactly one operation."""
 
@@ -137,6 +150,15 @@ class Step(_Model):
     split: SplitSpec | None = pydantic.Field(default=None, description="Named branches; ends this stream.")
     to: ToSpec | str | None = pydantic.Field(default=None, description="Write to a topic; ends this stream.")
     print: PrintSpec | None = pydantic.Field(default=None, description="Print records; ends this stream.")
+    group_by: LogicSpec | None = pydantic.Field(
+        default=None, description="Group by a new key (then count/aggregate)."
+    )
+    group_by_key: Empty | None = pydantic.Field(default=None, description="Group by the current key.")
+    count: Empty | None = pydantic.Field(default=None, description="Records per key, as a table.")
+    aggregate: AggregateSpec | None = pydantic.Field(
+        default=None, description="A declarative aggregate per key."
+    )
+    to_stream: Empty | None = pydantic.Field(default=None, description="The table's updates as a stream.")
 
     @pydantic.model_validator(mode="after")
     def _one_operation(self) -> Step:

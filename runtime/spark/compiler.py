@@ -128,7 +128,14 @@ class _Compiler:
             n = p.get("partitions")
             df = parent.df.repartition(n, "key") if n else parent.df.repartition("key")
             self.frames[node.name] = frames.RecordFrame(df)
-        elif op == "split":
+        elif op == "groupBy":
+            parent = self._parent(node)
+            grouped = parent.select_key(_logic(p)) if p else parent
+            # Kafka Streams drops records whose grouping key is null.
+            self.frames[node.name] = frames.RecordFrame(grouped.df.where(F.col("key").isNotNull()))
+        elif op in ("count", "aggregate"):
+            self.frames[node.name] = self._aggregate(node)
+        elif op in ("split", "toStream"):
             self.frames[node.name] = self._parent(node)
         elif op == "branch":
             self.frames[node.name] = self._branch(node)
@@ -138,6 +145,38 @@ class _Compiler:
             self.outputs.append(self._print_rows(node))
         else:  # pragma: no cover - the graph only holds known operations
             raise errors.TopologyError(f"{node.name}: no Spark compilation for operation {op!r}")
+
+    def _aggregate(self, node: graph.Node) -> frames.RecordFrame:
+        """A KTable: one row per key and update, stamped with the max timestamp of its inputs."""
+        df = self._parent(node).df
+        if node.op == "count":
+            value = F.count(F.lit(1))
+        else:
+            expr = F.expr(node.params["expr"])
+            fn = node.params["fn"]
+            value = (
+                {
+                    "sum": F.sum,
+                    "min": F.min,
+                    "max": F.max,
+                    "avg": F.avg,
+                    "collect_list": F.collect_list,
+                }[fn](expr)
+                if fn != "latest"
+                else F.max_by(expr, F.col("timestamp"))
+            )
+        table = df.groupBy("key").agg(value.alias("value"), F.max("timestamp").alias("timestamp"))
+        return frames.RecordFrame(
+            table.select(
+                "key",
+                "value",
+                "timestamp",
+                F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
+                F.lit(None).cast("int").alias("partition"),
+                F.lit(None).cast("long").alias("offset"),
+                F.lit(None).cast("string").alias("topic"),
+            )
+        )
 
     def _branch(self, node: graph.Node) -> frames.RecordFrame:
         split = self.topology.node(node.parents[0])
@@ -187,4 +226,9 @@ def _struct_hint(frame: frames.RecordFrame, column: str, schema: str | None) -> 
 def compile_topology(topology: graph.Topology, *, read: Reader) -> Compiled:
     """Compile ``topology``; ``read(topics)`` returns Kafka-shaped rows for those topics."""
     kind, _why = topology.trigger()
-    return Compiled(plan=_Compiler(topology, read).compile(), trigger=runner.Trigger(kind=kind))
+    stateful = any(n.op in graph.STATEFUL_OPS for n in topology.nodes)
+    return Compiled(
+        plan=_Compiler(topology, read).compile(),
+        trigger=runner.Trigger(kind=kind),
+        output_mode="update" if stateful else "append",
+    )

@@ -18,7 +18,16 @@ from typing import Any
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.topology import graph
 
-__all__ = ["BranchedKStream", "Function", "KStream", "Logic", "StreamsBuilder", "logic_params"]
+__all__ = [
+    "BranchedKStream",
+    "Function",
+    "KGroupedStream",
+    "KStream",
+    "KTable",
+    "Logic",
+    "StreamsBuilder",
+    "logic_params",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +166,15 @@ class KStream:
     def repartition(self, *, partitions: int | None = None) -> KStream:
         return self._then("repartition", {"partitions": partitions} if partitions else {})
 
+    def group_by(self, selector: Logic, *, returns: str | None = None) -> KGroupedStream:
+        """Group by a new key (records whose new key is null are dropped, as in Kafka Streams)."""
+        return KGroupedStream(
+            self.builder, self.builder._add("groupBy", (self.node,), logic_params(selector, returns=returns))
+        )
+
+    def group_by_key(self) -> KGroupedStream:
+        return KGroupedStream(self.builder, self.builder._add("groupBy", (self.node,), {}))
+
     def split(self) -> BranchedKStream:
         return BranchedKStream(self, [], None)
 
@@ -172,6 +190,36 @@ class KStream:
 
     def print(self, *, label: str | None = None) -> None:
         self._then("print", {"label": label} if label else {})
+
+
+@dataclasses.dataclass(frozen=True)
+class KGroupedStream:
+    """Records grouped by key, ready to aggregate into a :class:`KTable`."""
+
+    builder: StreamsBuilder
+    node: str
+
+    def count(self) -> KTable:
+        return KTable(self.builder, self.builder._add("count", (self.node,), {}))
+
+    def aggregate(self, fn: str, expr: str = "value") -> KTable:
+        """A declarative aggregate per key: sum, min, max, avg, latest or collect_list of ``expr``."""
+        if fn not in graph.AGGREGATE_FUNCTIONS:
+            raise errors.TopologyError(
+                f"unknown aggregate {fn!r}; expected one of {', '.join(graph.AGGREGATE_FUNCTIONS)}"
+            )
+        return KTable(self.builder, self.builder._add("aggregate", (self.node,), {"fn": fn, "expr": expr}))
+
+
+@dataclasses.dataclass(frozen=True)
+class KTable:
+    """A changelog: the latest value per key; each update carries the max timestamp of its inputs."""
+
+    builder: StreamsBuilder
+    node: str
+
+    def to_stream(self) -> KStream:
+        return KStream(self.builder, self.builder._add("toStream", (self.node,), {}))
 
 
 @dataclasses.dataclass

@@ -33,7 +33,15 @@ OPS: Mapping[str, str] = {
     "repartition": "REPARTITION",
     "to": "SINK",
     "print": "PRINTER",
+    "groupBy": "GROUPBY",
+    "count": "AGGREGATE",
+    "aggregate": "AGGREGATE",
+    "toStream": "KTABLE-TOSTREAM",
 }
+
+#: Operations that keep state: the query runs in update mode and its checkpoint holds the tables.
+STATEFUL_OPS = frozenset({"count", "aggregate"})
+AGGREGATE_FUNCTIONS = ("sum", "min", "max", "avg", "latest", "collect_list")
 
 #: Operations Spark's real-time trigger can run (stateless, expressions only, Kafka in and out).
 REALTIME_OPS = frozenset(
@@ -54,7 +62,8 @@ REALTIME_OPS = frozenset(
 
 
 def node_name(op: str, index: int) -> str:
-    return f"KSTREAM-{OPS[op]}-{index:010d}"
+    word = OPS[op]
+    return f"{word if word.startswith('KTABLE-') else 'KSTREAM-' + word}-{index:010d}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Node:
         if self.op == "to":
             return f"topic: {p['topic']}"
         parts = []
-        for key in ("expr", "function", "key", "value", "predicate", "label", "partitions", "branch"):
+        for key in ("fn", "expr", "function", "key", "value", "predicate", "label", "partitions", "branch"):
             value = p.get(key)
             if isinstance(value, Mapping):
                 value = value.get("expr") or value.get("function")

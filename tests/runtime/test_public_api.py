@@ -8,7 +8,9 @@ def test_exported_names_are_pinned_and_sorted() -> None:
     assert runtime.__all__ == [
         "BranchedKStream",
         "Function",
+        "KGroupedStream",
         "KStream",
+        "KTable",
         "ManifestError",
         "Problem",
         "Serde",

@@ -44,6 +44,8 @@ def _every_op() -> StreamsBuilder:
         .repartition(partitions=3)
         .to("out", value_serde=Serdes.Long())
     )
+    s.group_by("value").count().to_stream().to("counts", value_serde=Serdes.Long())
+    s.group_by_key().aggregate("sum", "length(value)").to_stream().to("sums", value_serde=Serdes.Long())
     return b
 
 
