@@ -61,7 +61,7 @@ e2e: setup ## the e2e suite against a real control plane on loopback
 
 bench: bench-run ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
-demo: setup ## sample records through a real broker and a real Spark query
+demo: setup ## word count, live, on a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it is stale)

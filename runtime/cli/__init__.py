@@ -35,7 +35,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from streamapp.runtime.cli import demo  # noqa: PLC0415
 
-    return demo.run(lines=args.lines)
+    return demo.run()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,8 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="download the Kafka broker and Spark's Kafka connector (cached)")
     setup.set_defaults(func=_cmd_setup)
 
-    demo = sub.add_parser("demo", help="run sample records through a real broker and a real Spark query")
-    demo.add_argument("--lines", type=int, default=8, help="how many sample lines to send (default 8)")
+    demo = sub.add_parser("demo", help="word count on a real broker and a real Spark query, shown live")
     demo.set_defaults(func=_cmd_demo)
     from streamapp.runtime.cli import apps  # noqa: PLC0415 - light: no Spark until a command runs
 

@@ -1,27 +1,28 @@
-"""``make demo``: sample records through a real Kafka broker and a real Spark streaming query.
+"""``make demo``: seed 000's word count on a real Kafka broker and a real Spark streaming query.
 
-Everything runs on this machine: the embedded KRaft broker and a local[2] Spark session.
+Everything runs on this machine: the embedded KRaft broker and a local[2] Spark session. The
+topology is the manifest shipped beside this module (``examples/wordcount.yaml``); sample text is
+fed in waves and the counts table, read back from the output topic, is shown as it updates.
 """
 
 from __future__ import annotations
 
+import pathlib
 import tempfile
 import time
 
+from streamapp.runtime import manifest
 from streamapp.runtime.embedded import broker
 from streamapp.runtime.kafka import admin
 
-__all__ = ["SAMPLE", "run"]
+__all__ = ["EXAMPLE", "WAVES", "run"]
 
-SAMPLE = [
-    "the quick brown fox jumps over the lazy dog",
-    "all streams flow into tables",
-    "a table is a stream's latest value per key",
-    "the dog sleeps while the fox runs",
-    "kafka streams semantics on apache spark",
-    "events arrive out of order sometimes",
-    "grace periods wait for late events",
-    "every record keeps its key value and headers",
+EXAMPLE = pathlib.Path(__file__).with_name("examples") / "wordcount.yaml"
+
+WAVES = [
+    ["all streams flow into tables", "a table is a stream's latest value per key"],
+    ["the stream of words", "counts the words of the stream", "Tables and streams, streams and tables"],
+    ["late words still count", "every word counts"],
 ]
 
 
@@ -29,8 +30,16 @@ def _step(n: int, total: int, text: str) -> None:
     print(f"[{n}/{total}] {text}", flush=True)
 
 
-def run(*, lines: int = len(SAMPLE)) -> int:
-    print("StreamApp demo: Kafka → Spark Structured Streaming (identity topology) → Kafka\n", flush=True)
+def _table(counts: dict[str, int]) -> str:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:12]
+    return "\n".join(f"      {word:<10} {count:>3}  {'#' * count}" for word, count in top)
+
+
+def run(*, lines: int = 0) -> int:
+    app = manifest.load_manifest(EXAMPLE)
+    topology = manifest.build_topology(app)
+    source, sink = topology.source_topics()[0], topology.sink_topics()[0]
+    print(f"StreamApp demo: seed 000's word count ({EXAMPLE.name}) on Kafka and Spark\n", flush=True)
     total = 4
     with broker.EmbeddedKafka() as kafka, tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp:
         _step(
@@ -39,47 +48,51 @@ def run(*, lines: int = len(SAMPLE)) -> int:
             f"Apache Kafka {kafka.version} (KRaft) broker up at {kafka.bootstrap} "
             f"in {kafka.startup_seconds:.1f} s",
         )
-        admin.create_topics(kafka.bootstrap, {"demo-lines": 2, "demo-output": 2})
+        admin.create_topics(kafka.bootstrap, {source: 2, sink: 2})
 
         _step(2, total, "starting Spark (local[2]); the first start takes about 10 s …")
         started = time.monotonic()
-        from streamapp.runtime.spark import kafka_io, session  # noqa: PLC0415 - slow import, after the banner
+        from streamapp.runtime.spark import compiler, kafka_io, runner, session  # noqa: PLC0415 - slow import
 
         spark = session.build_session(app_name="streamapp-demo")
         print(f"      Spark {spark.version} ready in {time.monotonic() - started:.1f} s", flush=True)
         try:
-            source = kafka_io.read_stream(spark, bootstrap=kafka.bootstrap, topics=["demo-lines"])
-            query = kafka_io.write_stream(
-                source,
+            compiled = compiler.compile_topology(
+                topology, read=lambda t: kafka_io.read_stream(spark, bootstrap=kafka.bootstrap, topics=t)
+            )
+            query = runner.start_kafka(
+                compiled.plan,
                 bootstrap=kafka.bootstrap,
-                topic="demo-output",
                 checkpoint=f"{tmp}/checkpoint",
-                query_name="demo-identity",
+                trigger=compiled.trigger,
+                query_name="demo-wordcount",
+                output_mode=compiled.output_mode,
             )
-            _step(3, total, "streaming query running: demo-lines → identity → demo-output")
-
-            texts = [SAMPLE[i % len(SAMPLE)] for i in range(lines)]
-            sent_at = time.monotonic()
-            admin.produce(
-                kafka.bootstrap,
-                "demo-lines",
-                [
-                    admin.Record(key=f"line-{i + 1}".encode(), value=t.encode(), headers=(("demo", b"yes"),))
-                    for i, t in enumerate(texts)
-                ],
-            )
-            _step(4, total, f"sent {lines} lines to demo-lines; records read back from demo-output:")
-            out = admin.consume(kafka.bootstrap, "demo-output", expected=lines, timeout=120)
-            elapsed = time.monotonic() - sent_at
-            for record in sorted(out, key=lambda r: (r.partition or 0, r.offset or 0)):
-                key = (record.key or b"").decode()
-                value = (record.value or b"").decode()
-                print(f"      partition {record.partition} offset {record.offset:<3} {key:<8} {value!r}")
+            _step(3, total, f"streaming query running: {source} → word count → {sink}")
+            print(topology.describe(), flush=True)
+            _step(4, total, f"feeding {len(WAVES)} waves of text; the counts table as it updates:")
+            counts: dict[str, int] = {}
+            for wave, texts in enumerate(WAVES, start=1):
+                admin.produce(
+                    kafka.bootstrap, source, [admin.Record(key=None, value=t.encode()) for t in texts]
+                )
+                expected = sum(1 for t in (x for w in WAVES[:wave] for x in w) for _ in t.split())
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    for record in admin.consume(kafka.bootstrap, sink, idle=0.5, timeout=5):
+                        counts[(record.key or b"").decode()] = int.from_bytes(record.value or b"", "big")
+                    if sum(counts.values()) >= expected:
+                        break
+                print(
+                    f"\n   after wave {wave} ({len(texts)} lines): {sum(counts.values())} words, "
+                    f"{len(counts)} distinct",
+                    flush=True,
+                )
+                print(_table(counts), flush=True)
             print(
-                f"\n{len(out)} records went through a real broker and a real Spark query "
-                f"({elapsed:.1f} s from produce to read-back)."
+                "\nEvery count went through a real Kafka broker and a stateful Spark query (RocksDB state)."
             )
-            query.processAllAvailable()  # let the last micro-batch commit before stopping
+            query.processAllAvailable()
             query.stop()
         finally:
             spark.stop()
