@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Literal
 
 import pydantic
-from pydantic import alias_generators
+
+from streamapp.runtime.manifest import base
 
 __all__ = ["Condition", "ExecutorCounts", "StreamAppStatus"]
 
 
-class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=alias_generators.to_camel
-    )
+_Model = base.CamelModel
 
 
 class Condition(_Model):

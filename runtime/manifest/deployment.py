@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import pydantic
-from pydantic import alias_generators
+
+from streamapp.runtime.manifest import base
 
 __all__ = ["Deployment", "Executors"]
 
 
-class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=alias_generators.to_camel
-    )
+_Model = base.CamelModel
 
 
 class Executors(_Model):

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pydantic
-from pydantic import alias_generators
 
+from streamapp.runtime.manifest import base
 from streamapp.runtime.manifest.deployment import Deployment
 
 __all__ = [
@@ -43,10 +43,7 @@ __all__ = [
 ]
 
 
-class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=alias_generators.to_camel
-    )
+_Model = base.CamelModel
 
 
 class SerdeObject(_Model):
