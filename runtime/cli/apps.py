@@ -115,6 +115,7 @@ def _run_query(
         trigger=compiled.trigger,
         query_name=app.metadata.name,
         output_mode=compiled.output_mode,
+        prints=compiled.prints,
     )
     print(
         f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "

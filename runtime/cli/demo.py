@@ -67,6 +67,7 @@ def run(*, lines: int = 0) -> int:
                 trigger=compiled.trigger,
                 query_name="demo-wordcount",
                 output_mode=compiled.output_mode,
+                prints=compiled.prints,
             )
             _step(3, total, f"streaming query running: {source} → word count → {sink}")
             print(topology.describe(), flush=True)

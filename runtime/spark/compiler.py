@@ -34,6 +34,7 @@ class Compiled:
     plan: DataFrame
     trigger: runner.Trigger
     output_mode: str = "append"
+    prints: bool = False  # has `print` steps: the sink must print (and skip) their rows
 
 
 def resolve_function(ref: str) -> Callable[..., Any]:
@@ -231,4 +232,5 @@ def compile_topology(topology: graph.Topology, *, read: Reader) -> Compiled:
         plan=_Compiler(topology, read).compile(),
         trigger=runner.Trigger(kind=kind),
         output_mode="update" if stateful else "append",
+        prints=any(n.op == "print" for n in topology.nodes),
     )

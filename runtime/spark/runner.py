@@ -50,6 +50,7 @@ def start_kafka(
     query_name: str | None = None,
     producer_config: Mapping[str, str] | None = None,
     output_mode: str = "append",
+    prints: bool = False,
 ) -> StreamingQuery:
     """Write the plan's rows (see :data:`sink.SINK_COLUMNS`) to Kafka."""
     if trigger.kind == "real-time":
@@ -65,7 +66,9 @@ def start_kafka(
             writer = writer.option(f"kafka.{key}", value)
     else:
         writer = plan.writeStream.foreachBatch(
-            sink.KafkaBatchWriter(bootstrap=bootstrap, producer_config=dict(producer_config or {}))
+            sink.KafkaBatchWriter(
+                bootstrap=bootstrap, producer_config=dict(producer_config or {}), prints=prints
+            )
         )
     writer = (
         writer.outputMode(output_mode)
@@ -86,11 +89,22 @@ class Collector:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # Epoch millis computed in Spark: no Python time-zone conversion on the way back.
-        batch = sink.print_rows(batch)
         ordered = batch.withColumn("_batch", F.lit(batch_id)).withColumn("_ts_ms", F.unix_millis("timestamp"))
-        rows = ordered.collect()
+        rows = []
+        for row in ordered.collect():  # one action; `print` rows are printed here, not kept
+            if row.topic is not None and row.topic.startswith(sink.PRINT_PREFIX):
+                print(
+                    f"[{row.topic[len(sink.PRINT_PREFIX) :]}]: {_text(row.key)}, {_text(row.value)}",
+                    flush=True,
+                )
+            else:
+                rows.append(row)
         with self._lock:
             self.rows.extend(rows)
+
+
+def _text(raw: object) -> str | None:
+    return None if raw is None else bytes(raw).decode(errors="replace")  # type: ignore[call-overload]
 
 
 def start_collecting(

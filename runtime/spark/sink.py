@@ -36,9 +36,18 @@ class KafkaBatchWriter:
 
     bootstrap: str
     producer_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    prints: bool = False  # the plan has `print` rows: print them here, produce the rest
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self.write(print_rows(batch))
+        if not self.prints:
+            self.write(batch)
+            return
+        # Two actions on one batch: cache it so the sources are read once, not twice.
+        batch.persist()
+        try:
+            self.write(print_rows(batch))
+        finally:
+            batch.unpersist()
 
     def write(self, batch: DataFrame) -> int:
         """Write every row; returns the number of records acknowledged by the brokers."""
