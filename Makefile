@@ -65,7 +65,7 @@ demo: setup ## word count, live, on a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it is stale)
-	$(PY) -m streamapp.operator._crdgen crds/streamapp.io_streamapps.yaml
+	$(PY) -m streamapp.operator._crdgen
 
 chart-test: setup ## render and test the Helm chart
 	@echo "chart-test: no chart yet (issue: operator)"; exit 1

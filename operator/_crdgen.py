@@ -1,6 +1,7 @@
 """Generate the StreamApp CRD from the pydantic models, so schema, validator and docs never drift.
 
-Run ``python -m streamapp.operator._crdgen`` (``make crds``); CI regenerates and fails on a diff.
+Run ``python -m streamapp.operator._crdgen`` (``make crds``): it writes ``crds/`` and the chart's copy
+(``charts/streamapp-operator/crds/``); CI regenerates and fails on a diff.
 Pydantic's JSON schema is made structural for Kubernetes: references inlined, optional fields
 unwrapped, and fields that accept several shapes (a serde name or object, an expression or a
 function reference) kept as ``x-kubernetes-preserve-unknown-fields`` — the operator validates them
@@ -18,9 +19,22 @@ import yaml
 from streamapp.operator import models as status_models
 from streamapp.runtime.manifest import models
 
-__all__ = ["GROUP", "KIND", "PLURAL", "crd", "main"]
+__all__ = ["CHART_COPY", "GROUP", "KIND", "OUTPUT", "PLURAL", "crd", "main", "render"]
 
-GROUP, VERSION, KIND, PLURAL, SHORT = "streamapp.io", "v1alpha1", "StreamApp", "streamapps", "sapp"
+GROUP, VERSION, KIND, PLURAL, SHORT = (
+    status_models.GROUP,
+    status_models.VERSION,
+    status_models.KIND,
+    status_models.PLURAL,
+    status_models.SHORT_NAME,
+)
+OUTPUT = pathlib.Path("crds/streamapp.io_streamapps.yaml")
+CHART_COPY = pathlib.Path("charts/streamapp-operator/crds/streamapp.io_streamapps.yaml")
+#: `kubectl scale sapp/x --replicas=N` pins the executor count; the scale status shows the ready ones.
+SCALE = {
+    "specReplicasPath": ".spec.deployment.executors.replicas",
+    "statusReplicasPath": ".status.executors.ready",
+}
 _DROP = {"title", "default"}
 
 
@@ -71,6 +85,14 @@ def crd() -> dict[str, Any]:
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
         {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.ready"},
         {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
+        {
+            "name": "Desired",
+            "type": "integer",
+            "priority": 1,
+            "jsonPath": ".status.executors.desired",
+            "description": "Executors the operator asked for (kubectl get -o wide).",
+        },
+        {"name": "Revision", "type": "string", "priority": 1, "jsonPath": ".status.currentRevision"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
     spec = _schema(models.StreamAppSpec)
@@ -97,7 +119,7 @@ def crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": SCALE},
                     "additionalPrinterColumns": columns,
                     "schema": {
                         "openAPIV3Schema": {
@@ -127,10 +149,13 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out = pathlib.Path((argv or sys.argv[1:] or ["crds/streamapp.io_streamapps.yaml"])[0])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render())
-    print(f"wrote {out}")
+    """Write the CRD to the given paths (default: ``crds/`` and the chart's copy, from the checkout)."""
+    targets = [pathlib.Path(a) for a in (sys.argv[1:] if argv is None else argv)] or [OUTPUT, CHART_COPY]
+    text = render()
+    for out in targets:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out}")
     return 0
 
 

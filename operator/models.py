@@ -1,4 +1,4 @@
-"""The StreamApp status the operator writes, as pydantic models (the CRD's status schema)."""
+"""The StreamApp resource's names and the status the operator writes (the CRD's status schema)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,19 @@ import pydantic
 
 from streamapp.runtime.manifest import base
 
-__all__ = ["Condition", "ExecutorCounts", "StreamAppStatus"]
+__all__ = [
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "SHORT_NAME",
+    "VERSION",
+    "Condition",
+    "ExecutorCounts",
+    "StreamAppStatus",
+]
+
+#: The custom resource: ``streamapps.streamapp.io/v1alpha1``, short name ``sapp`` (``sa`` is ServiceAccount).
+GROUP, VERSION, KIND, PLURAL, SHORT_NAME = "streamapp.io", "v1alpha1", "StreamApp", "streamapps", "sapp"
 
 
 _Model = base.CamelModel
@@ -48,3 +60,6 @@ class StreamAppStatus(_Model):
     last_batch_time: str | None = pydantic.Field(default=None, description="When the last micro-batch ended.")
     driver_pod: str | None = pydantic.Field(default=None, description="Name of the driver Pod.")
     message: str | None = pydantic.Field(default=None, description="Human-readable summary.")
+    last_reset: str | None = pydantic.Field(
+        default=None, description="Id of the last spec.deployment.reset carried out (its driver started)."
+    )

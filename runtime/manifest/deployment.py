@@ -1,24 +1,170 @@
-"""How the operator runs an app in a cluster (image, resources, executors); ignored locally."""
+"""How the operator runs an app in a cluster (``spec.deployment``); ignored by local runs.
+
+Resources follow Spark's model rather than a Pod's, because Spark sizes its executor pods itself:
+``memory`` is the JVM heap (``512m``, ``2g``) and the pod gets heap + overhead as both request and
+limit (Spark never sets a memory limit different from the request); CPU has a request and an
+optional limit. Executor counts are bounds: the operator picks a count from the partitions of the
+input topics, unless ``executors.replicas`` pins it (that is the field ``kubectl scale`` sets).
+"""
 
 from __future__ import annotations
 
+import datetime
+from typing import Literal
+
 import pydantic
+from pydantic import JsonValue
 
 from streamapp.runtime.manifest import base
 
-__all__ = ["Deployment", "Executors"]
+__all__ = ["Deployment", "Executors", "Reset", "Resources", "RoleResources"]
 
 
 _Model = base.CamelModel
 
+#: Spark's size syntax (``spark.driver.memory``): a number with an optional k/m/g/t suffix.
+_JVM_SIZE = r"^[0-9]+[kmgtKMGT]?$"
+#: A Kubernetes CPU quantity: whole cores (``2``), decimals (``0.5``) or millicores (``500m``).
+_CPU = r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$"
+
+
+class RoleResources(_Model):
+    """CPU and memory of the driver or of each executor."""
+
+    cpu: str | None = pydantic.Field(
+        default=None,
+        pattern=_CPU,
+        description="CPU request, a Kubernetes quantity ('500m', '1', '2'). Driver default 1; "
+        "executor default: executors.coresPerExecutor.",
+    )
+    cpu_limit: str | None = pydantic.Field(
+        default=None, pattern=_CPU, description="CPU limit, a Kubernetes quantity; unset means no limit."
+    )
+    memory: str | None = pydantic.Field(
+        default=None,
+        pattern=_JVM_SIZE,
+        description="JVM heap in Spark's syntax ('512m', '2g'); default 1g. The pod's memory request "
+        "and limit are heap + overhead.",
+    )
+    memory_overhead: str | None = pydantic.Field(
+        default=None,
+        pattern=_JVM_SIZE,
+        description="Memory beyond the heap (Python workers, off-heap, RocksDB) in Spark's syntax; "
+        "default: the larger of 384m and 40% of the heap.",
+    )
+
+
+class Resources(_Model):
+    """Resources of the driver and of each executor."""
+
+    driver: RoleResources = pydantic.Field(
+        default_factory=RoleResources, description="The driver Pod (runs the query planner and Python)."
+    )
+    executor: RoleResources = pydantic.Field(
+        default_factory=RoleResources, description="Each executor Pod (runs the tasks and the state store)."
+    )
+
+
+def _rules(*rules: tuple[str, str]) -> pydantic.ConfigDict:
+    """The model's checks again as CEL rules in the CRD, so the API server rejects what they reject."""
+    cel: list[JsonValue] = [{"rule": rule, "message": message} for rule, message in rules]
+    return pydantic.ConfigDict(**_Model.model_config, json_schema_extra={"x-kubernetes-validations": cel})
+
 
 class Executors(_Model):
-    min: int = pydantic.Field(default=1, ge=0, description="Fewest executors.")
-    max: int = pydantic.Field(default=8, ge=1, description="Most executors.")
-    cores_per_executor: int = pydantic.Field(default=1, ge=1, description="Cores per executor.")
+    """How many executors the app runs, and how many tasks each runs at once."""
+
+    model_config = _rules(
+        ("!has(self.min) || !has(self.max) || self.min <= self.max", "min must not be greater than max")
+    )
+
+    min: int = pydantic.Field(default=1, ge=1, description="Fewest executors, whatever the partitions.")
+    max: int = pydantic.Field(default=8, ge=1, description="Most executors, whatever the partitions.")
+    cores_per_executor: int = pydantic.Field(
+        default=1,
+        ge=1,
+        description="Task slots per executor (spark.executor.cores); one input partition needs one slot.",
+    )
+    replicas: int | None = pydantic.Field(
+        default=None,
+        ge=1,
+        description="A fixed executor count that turns partition-based sizing off (set by `kubectl scale`); "
+        "unset: ceil(input partitions / coresPerExecutor), bounded by min and max.",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _bounds(self) -> Executors:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+
+class Reset(_Model):
+    """A request to reprocess: the app restarts on a fresh checkpoint from the given position.
+
+    The old checkpoint is kept (under its own path), so a reset never destroys state by accident.
+    """
+
+    model_config = _rules(
+        (
+            "(self.to == 'timestamp') == has(self.timestamp)",
+            "timestamp is required with to: timestamp, and only then",
+        )
+    )
+
+    id: str = pydantic.Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Token of this request (a DNS label, e.g. 'r2'); change it to request another reset. "
+        "The operator carries out each id once and records it in status.lastReset.",
+    )
+    to: Literal["earliest", "latest", "timestamp"] = pydantic.Field(
+        description="Where the input topics are read from after the reset."
+    )
+    timestamp: datetime.datetime | None = pydantic.Field(
+        default=None, description="With to: timestamp, the first record time to read (RFC 3339)."
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _timestamp(self) -> Reset:
+        if (self.to == "timestamp") != (self.timestamp is not None):
+            raise ValueError("timestamp is required with to: timestamp, and only then")
+        return self
 
 
 class Deployment(_Model):
-    image: str | None = pydantic.Field(default=None, description="Runtime image of driver and executors.")
-    executors: Executors = pydantic.Field(default_factory=Executors, description="Executor bounds.")
-    suspend: bool = pydantic.Field(default=False, description="Stop the driver, keep the checkpoint.")
+    """Image, service account, resources, executor bounds and lifecycle requests."""
+
+    image: str | None = pydantic.Field(
+        default=None,
+        description="Runtime image of the driver and the executors; default: the operator's runtime image.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = pydantic.Field(
+        default=None, description="Pull policy of that image; default: Kubernetes' default for the tag."
+    )
+    service_account_name: str | None = pydantic.Field(
+        default=None,
+        description="An existing ServiceAccount for the driver (it must be allowed to manage pods, "
+        "services, configmaps and PVCs); default: one the operator creates with exactly those rights.",
+    )
+    resources: Resources = pydantic.Field(
+        default_factory=Resources, description="CPU and memory of the driver and of each executor."
+    )
+    executors: Executors = pydantic.Field(
+        default_factory=Executors, description="Executor bounds and cores per executor."
+    )
+    suspend: bool = pydantic.Field(
+        default=False,
+        description="Stop the driver gracefully and keep the checkpoint; false again resumes where it "
+        "stopped.",
+    )
+    reset: Reset | None = pydantic.Field(
+        default=None, description="Reprocess from earliest, latest or a timestamp, on a fresh checkpoint."
+    )
+    upgrade_policy: Literal["rolling", "recreate"] = pydantic.Field(
+        default="recreate",
+        description="How a changed spec is rolled out: recreate stops the driver, then starts the new one; "
+        "rolling starts the new one warm and hands over at a micro-batch boundary (until that lands, "
+        "rolling behaves as recreate).",
+    )

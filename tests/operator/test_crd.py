@@ -18,17 +18,39 @@ def test_committed_crd_matches_the_models() -> None:
     assert CRD.read_text() == _crdgen.render(), "crds/ is stale: run `make crds`"
 
 
+def test_chart_carries_the_same_crd() -> None:
+    chart_crd = ROOT / _crdgen.CHART_COPY
+    assert chart_crd.read_text() == _crdgen.render(), f"{chart_crd} is stale: run `make crds`"
+
+
+def test_scale_paths_exist_in_the_schema() -> None:
+    schema = _crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path in _crdgen.SCALE.values():
+        node = schema
+        for part in path.strip(".").split("."):
+            node = node["properties"][part]
+        assert node["type"] == "integer", path
+
+
 def test_crd_is_structural_and_documented() -> None:
     doc = yaml.safe_load(CRD.read_text())
     version = doc["spec"]["versions"][0]
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == [
         "Phase",
         "Ready",
         "Executors",
         "Lag",
         "Age",
     ]
+    ready = next(c for c in columns if c["name"] == "Ready")
+    assert ready["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     assert doc["spec"]["names"]["shortNames"] == ["sapp"]
+    assert doc["spec"]["names"]["categories"] == ["streamapp"]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.deployment.executors.replicas",
+        "statusReplicasPath": ".status.executors.ready",
+    }
 
     def walk(node: dict[str, object], path: str) -> None:
         assert "$ref" not in node and "anyOf" not in node, path
@@ -46,6 +68,11 @@ def test_crd_is_structural_and_documented() -> None:
 
 
 def test_operator_never_imports_pyspark() -> None:
-    code = "import sys, streamapp.operator._crdgen; print('pyspark' in sys.modules)"
+    modules = ", ".join(
+        f"streamapp.operator.{p.stem}" for p in (ROOT / "operator").glob("*.py") if p.stem != "__init__"
+    )
+    code = (
+        f"import sys, {modules}; print('pyspark' in sys.modules or 'streamapp.runtime.spark' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -1,0 +1,110 @@
+"""The operator's only door to the API server besides kopf itself: apply, read, delete.
+
+Objects are applied with server-side apply under one field manager, so a second apply of the same
+object is a no-op and fields other controllers own (Spark's executor labels, defaults the API
+server fills in) are left alone: create-or-patch without a diff of our own. Pods are the exception
+— most of a Pod's spec is immutable — so the reconciler creates the driver Pod once per revision
+and replaces it instead of patching it. Failures become :mod:`errors` the handlers map to kopf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from streamapp.operator import errors
+
+__all__ = ["FIELD_MANAGER", "Cluster", "KubeCluster"]
+
+FIELD_MANAGER = "streamapp-operator"
+
+
+class Cluster(Protocol):
+    """What the reconciler needs from Kubernetes (tests pass an in-memory fake)."""
+
+    def apply(self, obj: Mapping[str, Any]) -> None: ...
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None
+    ) -> bool: ...
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    import urllib3  # noqa: PLC0415 - heavy; only the live cluster needs these
+    from kubernetes.dynamic import exceptions  # noqa: PLC0415
+
+    try:
+        yield
+    except exceptions.DynamicApiError as exc:
+        status = getattr(exc, "status", None)
+        delay = 5.0 if status in (409, 429) else 15.0
+        summary = exc.summary()  # type: ignore[no-untyped-call]
+        raise errors.ClusterError(f"{what}: HTTP {status} {summary}", delay=delay) from exc
+    except (OSError, urllib3.exceptions.HTTPError) as exc:
+        raise errors.ClusterError(f"{what}: {exc}", delay=15.0) from exc
+
+
+class KubeCluster:
+    """The real API server, through the kubernetes client's dynamic API (discovery is cached)."""
+
+    def __init__(self, api_client: Any = None) -> None:
+        from kubernetes import client, dynamic  # noqa: PLC0415
+
+        # The client is untyped: one Any at the boundary instead of ignores on every call.
+        self._dynamic: Any = dynamic.DynamicClient(api_client or client.ApiClient())  # type: ignore[no-untyped-call]
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, obj: Mapping[str, Any]) -> None:
+        meta = obj["metadata"]
+        with _translated(f"apply {obj['kind']} {meta['namespace']}/{meta['name']}"):
+            self._dynamic.server_side_apply(
+                self._resource(obj["apiVersion"], obj["kind"]),
+                body=dict(obj),
+                namespace=meta["namespace"],
+                field_manager=FIELD_MANAGER,
+                force_conflicts=True,
+            )
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.dynamic import exceptions  # noqa: PLC0415
+
+        with _translated(f"read {kind} {namespace}/{name}"):
+            try:
+                found = self._dynamic.get(self._resource(api_version, kind), name=name, namespace=namespace)
+            except exceptions.NotFoundError:
+                return None
+            return found.to_dict()  # type: ignore[no-any-return]
+
+    def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        with _translated(f"list {kind} in {namespace} ({selector})"):
+            found = self._dynamic.get(
+                self._resource(api_version, kind), namespace=namespace, label_selector=selector
+            )
+            return [item.to_dict() for item in found.items]
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None
+    ) -> bool:
+        """Delete (in the background, with the given grace period); False when it was already gone."""
+        from kubernetes.dynamic import exceptions  # noqa: PLC0415
+
+        with _translated(f"delete {kind} {namespace}/{name}"):
+            try:
+                self._dynamic.delete(
+                    self._resource(api_version, kind),
+                    name=name,
+                    namespace=namespace,
+                    grace_period_seconds=grace_seconds,
+                    propagation_policy="Background",
+                )
+            except exceptions.NotFoundError:
+                return False
+            return True

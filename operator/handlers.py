@@ -1,0 +1,169 @@
+"""The kopf handlers: thin adapters from kopf's causes to :func:`reconcile.reconcile`.
+
+Each handler builds the app's identity, runs one reconciliation, writes the status into kopf's
+patch, posts the events, records metrics, and maps the operator's errors to kopf's:
+``InvalidSpecError`` → ``kopf.PermanentError`` (not retried until the spec changes),
+``RetryableError`` → ``kopf.TemporaryError(delay=…)``. Importing this module registers the handlers
+with kopf's default registry (``python -m streamapp.operator`` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from streamapp.operator import cluster, desired, errors, kafka_probe, metrics, models, reconcile
+
+__all__ = ["Context", "configure"]
+
+_RESOURCE = (models.GROUP, models.VERSION, models.PLURAL)
+#: How often partition counts and the driver are re-checked, in seconds.
+TIMER_INTERVAL = float(os.environ.get("STREAMAPP_RECONCILE_INTERVAL", "30"))
+
+
+@dataclasses.dataclass
+class Context:
+    """What every handler shares: the API server, the Kafka probe, defaults, phases for the gauge."""
+
+    cluster: cluster.Cluster
+    probe: kafka_probe.Probe
+    options: desired.Options
+    phases: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _load_kube_config() -> None:
+    from kubernetes import config  # noqa: PLC0415
+
+    loader: Any = config  # untyped library
+    try:
+        loader.load_incluster_config()
+    except config.ConfigException:
+        loader.load_kube_config()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Persist kopf's bookkeeping under our own names and connect to the cluster and to Kafka."""
+    settings.persistence.finalizer = f"{models.GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=models.GROUP, key="last-handled-configuration"
+    )
+    # Our own events say what happened; kopf's per-log-line events would drown them.
+    settings.posting.level = logging.WARNING
+    if getattr(memo, "context", None) is None:
+        _load_kube_config()
+        memo.context = Context(
+            cluster=cluster.KubeCluster(),
+            probe=kafka_probe.AdminProbe(),
+            options=desired.Options(
+                runtime_image=os.environ.get("STREAMAPP_RUNTIME_IMAGE", desired.Options.runtime_image),
+                image_pull_policy=os.environ.get("STREAMAPP_IMAGE_PULL_POLICY") or None,
+            ),
+        )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ref(body: kopf.Body) -> desired.AppRef:
+    return desired.AppRef(
+        name=str(body.metadata.name), namespace=str(body.metadata.namespace), uid=str(body.metadata.uid)
+    )
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, errors.InvalidSpecError):
+        return "invalid_spec"
+    if isinstance(exc, errors.KafkaProbeError):
+        return "kafka"
+    if isinstance(exc, errors.DriverStopping):
+        return "driver_stopping"
+    if isinstance(exc, errors.ClusterError):
+        return "cluster"
+    return "other"
+
+
+def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, raise_errors: bool) -> None:
+    context: Context = memo.context
+    ref = _ref(body)
+    metrics.RECONCILES.labels(trigger=trigger).inc()
+    with metrics.DURATION.labels(trigger=trigger).time():
+        try:
+            outcome = reconcile.reconcile(
+                ref=ref,
+                spec=dict(body.spec),
+                generation=body.metadata.get("generation"),
+                previous=dict(body.status),
+                cluster=context.cluster,
+                probe=context.probe,
+                now=_now(),
+                options=context.options,
+            )
+        except errors.OperatorError as exc:
+            metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
+            if raise_errors:
+                raise _to_kopf(exc) from exc
+            return
+    patch.status.update(outcome.status)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+    context.phases[f"{ref.namespace}/{ref.name}"] = outcome.status["phase"]
+    metrics.set_phases(context.phases)
+    if outcome.error is not None:
+        metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(outcome.error)).inc()
+        if raise_errors:
+            raise _to_kopf(outcome.error) from outcome.error
+
+
+def _to_kopf(exc: errors.OperatorError) -> Exception:
+    if isinstance(exc, errors.RetryableError):
+        return kopf.TemporaryError(str(exc), delay=exc.delay)
+    return kopf.PermanentError(str(exc))
+
+
+@kopf.on.create(*_RESOURCE)
+def on_create(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    _run("create", body, patch, memo, raise_errors=True)
+
+
+@kopf.on.update(*_RESOURCE, field="spec")
+def on_update(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    _run("update", body, patch, memo, raise_errors=True)
+
+
+@kopf.on.resume(*_RESOURCE)
+def on_resume(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    _run("resume", body, patch, memo, raise_errors=True)
+
+
+@kopf.timer(*_RESOURCE, interval=TIMER_INTERVAL, initial_delay=TIMER_INTERVAL, idle=5)
+def on_timer(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """Re-read partitions and the driver: a rescale, a failed driver or a lost Pod is repaired here."""
+    _run("timer", body, patch, memo, raise_errors=False)
+
+
+@kopf.on.delete(*_RESOURCE)
+def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Stop the driver gracefully, remove what the app owns, then let kopf drop the finalizer."""
+    context: Context = memo.context
+    ref = _ref(body)
+    metrics.RECONCILES.labels(trigger="delete").inc()
+    with metrics.DURATION.labels(trigger="delete").time():
+        try:
+            gone = reconcile.cleanup(ref=ref, cluster=context.cluster)
+        except errors.OperatorError as exc:
+            metrics.ERRORS.labels(trigger="delete", kind=_error_kind(exc)).inc()
+            raise _to_kopf(exc) from exc
+    if not gone:
+        raise kopf.TemporaryError(
+            f"waiting for driver Pod {desired.driver_pod_name(ref.name)} to stop", delay=5
+        )
+    context.phases.pop(f"{ref.namespace}/{ref.name}", None)
+    metrics.set_phases(context.phases)

@@ -1,0 +1,215 @@
+"""One reconciliation: validate, size, render, apply, observe, and say what the status is now.
+
+Every kopf trigger (create, update, resume, the timer) runs the same level-triggered function, so
+a missed event is repaired on the next tick. Decisions are pure functions (:func:`driver_action`,
+:func:`observe_driver`, :mod:`scaling`, :mod:`desired`, :mod:`status`); this module sequences them
+over a :class:`cluster.Cluster` and a :class:`kafka_probe.Probe`, which tests replace with fakes.
+
+The driver Pod is never patched: one revision, one Pod. A new revision (spec change, rescale,
+reset) deletes the old Pod and creates the new one only after the old one is gone, so two drivers
+never write one checkpoint. An invalid spec touches nothing that runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from streamapp.operator import cluster as cluster_
+from streamapp.operator import desired, errors, kafka_probe, scaling, status, validation
+from streamapp.runtime import manifest
+from streamapp.runtime.manifest import deployment, models
+
+__all__ = ["Event", "Outcome", "cleanup", "driver_action", "observe_driver", "reconcile"]
+
+Action = Literal["create", "delete", "keep", "wait"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event to post on the StreamApp."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The status to write, the events to post, and the error to raise after writing them."""
+
+    status: dict[str, Any]
+    events: list[Event] = dataclasses.field(default_factory=list)
+    error: errors.OperatorError | None = None
+
+
+def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | None:
+    """What matters about the driver Pod: phase, readiness, revision, and why it waits or ended."""
+    if pod is None:
+        return None
+    meta, pod_status = pod.get("metadata") or {}, pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in pod_status.get("conditions") or []
+    )
+    message = None
+    for container in pod_status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if state.get("waiting", {}).get("reason") not in (None, "ContainerCreating"):
+            waiting = state["waiting"]
+            message = f"driver container waits: {waiting['reason']} {waiting.get('message') or ''}".strip()
+        elif "terminated" in state:
+            ended = state["terminated"]
+            message = (
+                f"driver container ended: {ended.get('reason') or 'Terminated'} "
+                f"(exit code {ended.get('exitCode')}) {ended.get('message') or ''}"
+            ).strip()
+    return status.DriverObservation(
+        name=str(meta.get("name")),
+        phase=str(pod_status.get("phase") or "Pending"),
+        ready=ready,
+        revision=(meta.get("labels") or {}).get(desired.REVISION_LABEL),
+        terminating=bool(meta.get("deletionTimestamp")),
+        message=message,
+    )
+
+
+def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | None) -> Action:
+    """Create, delete (to replace or to suspend), keep, or wait for a terminating driver to go."""
+    if seen is not None and seen.terminating:
+        return "wait"
+    if wanted.driver is None:
+        return "delete" if seen is not None else "keep"
+    if seen is None:
+        return "create"
+    if seen.revision != wanted.revision or seen.phase in ("Failed", "Succeeded"):
+        return "delete"
+    return "keep"
+
+
+def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
+    pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor")
+    return sum(1 for pod in pods if (observed := observe_driver(pod)) and observed.ready)
+
+
+def _partitions(
+    app: models.StreamApp, probe: kafka_probe.Probe, previous: Mapping[str, Any], events: list[Event]
+) -> int | None:
+    topics = manifest.build_topology(app).source_topics()
+    bootstrap = app.spec.kafka.bootstrap_servers if app.spec.kafka else None
+    try:
+        return scaling.total_partitions(probe.partitions(bootstrap or "", topics))
+    except errors.KafkaProbeError as exc:
+        # Keep running on the last count: a Kafka outage is no reason to restart drivers.
+        events.append(Event("Warning", "KafkaUnreachable", str(exc)))
+        known = previous.get("inputPartitions")
+        return int(known) if known is not None else None
+
+
+def _replace_reason(previous: Mapping[str, Any], seen: status.DriverObservation, executors: int) -> str:
+    if seen.phase in ("Failed", "Succeeded"):
+        return seen.message or f"driver Pod {seen.name} ended ({seen.phase})"
+    before = (previous.get("executors") or {}).get("desired")
+    if before is not None and before != executors:
+        return f"rescaling from {before} to {executors} executors"
+    return f"revision {seen.revision} → new revision"
+
+
+def reconcile(
+    *,
+    ref: desired.AppRef,
+    spec: Mapping[str, Any],
+    generation: int | None,
+    previous: Mapping[str, Any] | None,
+    cluster: cluster_.Cluster,
+    probe: kafka_probe.Probe,
+    now: str,
+    options: desired.Options | None = None,
+) -> Outcome:
+    """Bring the cluster one step closer to ``spec`` and report where it stands."""
+    previous = previous or {}
+    pod_name = desired.driver_pod_name(ref.name)
+    found = validation.problems(name=ref.name, namespace=ref.namespace, spec=spec)
+    if found:
+        seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+        target = status.Target(generation=generation, revision=None, executors=None, problems=found)
+        new = status.compute(previous=previous, target=target, seen=status.Observation(seen), now=now)
+        announce: list[Event] = []
+        degraded: dict[str, Any] = next((c for c in new["conditions"] if c["type"] == "Degraded"), {})
+        old = [c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"]
+        if not old or old[0].get("message") != degraded.get("message"):
+            announce.append(Event("Warning", "InvalidSpec", degraded.get("message", "")))
+        return Outcome(new, announce, errors.InvalidSpecError(found))
+
+    app = models.StreamApp.model_validate(
+        validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
+    )
+    plan = app.spec.deployment or deployment.Deployment()
+    events: list[Event] = []
+    partitions = _partitions(app, probe, previous, events)
+    executors = scaling.desired_executors(plan.executors, partitions)
+    wanted = desired.render(ref=ref, app=app, executors=executors, options=options)
+
+    for obj in wanted.support:
+        cluster.apply(obj)
+    seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+    action = driver_action(wanted=wanted, seen=seen)
+    error: errors.OperatorError | None = None
+    if action == "create" and wanted.driver is not None:
+        cluster.apply(wanted.driver)
+        events.append(
+            Event(
+                "Normal",
+                "DriverCreated",
+                f"driver Pod {pod_name}: revision {wanted.revision}, {executors} executors",
+            )
+        )
+        seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+    elif action == "delete" and seen is not None:
+        if wanted.driver is None:
+            events.append(
+                Event("Normal", "Suspending", f"stopping driver Pod {pod_name}; the checkpoint is kept")
+            )
+        else:
+            why = _replace_reason(previous, seen, executors)
+            events.append(Event("Normal", "DriverReplaced", f"replacing driver Pod {pod_name}: {why}"))
+            error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
+        cluster.delete("v1", "Pod", ref.namespace, pod_name, grace_seconds=desired.GRACE_SECONDS)
+        seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+    elif action == "wait" and wanted.driver is not None:
+        error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
+
+    observed = status.Observation(
+        driver=seen, executors_ready=_executors_ready(cluster, ref), partitions=partitions
+    )
+    target = status.Target(
+        generation=generation, revision=wanted.revision, executors=executors, suspend=plan.suspend
+    )
+    new = status.compute(previous=previous, target=target, seen=observed, now=now)
+    new["lastReset"] = previous.get("lastReset")
+    if plan.reset is not None and seen is not None and seen.revision == wanted.revision:
+        new["lastReset"] = plan.reset.id
+    return Outcome(new, events, error)
+
+
+def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
+    """Delete what the app owns, driver first (gracefully); True once the driver Pod is gone.
+
+    Owner references would let the garbage collector do the rest, but deleting explicitly makes
+    ``kubectl delete`` finish with nothing left even where no garbage collector runs.
+    """
+    name = desired.driver_pod_name(ref.name)
+    for api_version, kind, obj in (
+        ("v1", "Pod", name),
+        ("v1", "Service", name),
+        ("v1", "ConfigMap", f"{ref.name}-app"),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding", name),
+        ("rbac.authorization.k8s.io/v1", "Role", name),
+        ("v1", "ServiceAccount", name),
+    ):
+        found = cluster.get(api_version, kind, ref.namespace, obj)
+        owners = ((found or {}).get("metadata") or {}).get("ownerReferences") or []
+        if any(owner.get("uid") == ref.uid for owner in owners):  # never someone else's object
+            grace = desired.GRACE_SECONDS if kind == "Pod" else None
+            cluster.delete(api_version, kind, ref.namespace, obj, grace_seconds=grace)
+    return cluster.get("v1", "Pod", ref.namespace, name) is None

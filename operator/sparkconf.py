@@ -1,0 +1,62 @@
+"""The Spark settings that make the driver Pod a Spark-on-Kubernetes driver (client mode).
+
+They go to ``spark-defaults.conf`` beside the manifest, the lowest layer of Spark's configuration:
+the runtime's own settings and the user's ``spec.sparkConf`` apply on top, except the keys the
+operator owns (:data:`validation.RESERVED_SPARK_CONF`), which validation rejects in the spec. The
+master is not here but in ``STREAMAPP_SPARK_MASTER``, so one variable switches the same Pod
+command to ``local[*]``.
+"""
+
+from __future__ import annotations
+
+from streamapp.runtime.manifest import deployment
+
+__all__ = ["BLOCK_MANAGER_PORT", "DEFAULT_MEMORY", "DRIVER_PORT", "MASTER", "driver_conf"]
+
+MASTER = "k8s://https://kubernetes.default.svc"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+DEFAULT_MEMORY = "1g"
+
+
+def driver_conf(
+    *,
+    app: str,
+    namespace: str,
+    image: str,
+    pull_policy: str | None,
+    plan: deployment.Deployment,
+    executors: int,
+    driver_host: str,
+    driver_pod: str,
+) -> dict[str, str]:
+    """``spark.*`` settings of the driver: where executors run, how many, how big, how they call back."""
+    executor = plan.resources.executor
+    conf = {
+        "spark.submit.deployMode": "client",
+        "spark.app.name": app,
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.container.image": image,
+        # Executor pods are owned by this Pod (garbage-collected with it) and named after the app.
+        "spark.kubernetes.driver.pod.name": driver_pod,
+        "spark.kubernetes.executor.podNamePrefix": f"{app}-exec",
+        "spark.kubernetes.executor.label.streamapp.io/app": app,
+        "spark.kubernetes.executor.label.app.kubernetes.io/managed-by": "streamapp-operator",
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.driver.memory": plan.resources.driver.memory or DEFAULT_MEMORY,
+        "spark.executor.instances": str(executors),
+        "spark.executor.cores": str(plan.executors.cores_per_executor),
+        "spark.executor.memory": executor.memory or DEFAULT_MEMORY,
+        "spark.kubernetes.executor.request.cores": executor.cpu or str(plan.executors.cores_per_executor),
+        "spark.dynamicAllocation.enabled": "false",
+    }
+    if pull_policy:
+        conf["spark.kubernetes.container.image.pullPolicy"] = pull_policy
+    if executor.cpu_limit:
+        conf["spark.kubernetes.executor.limit.cores"] = executor.cpu_limit
+    if executor.memory_overhead:
+        conf["spark.executor.memoryOverhead"] = executor.memory_overhead
+    return conf

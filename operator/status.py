@@ -1,0 +1,192 @@
+"""The status the operator writes, as a pure function of what it wanted and what it saw.
+
+Conditions follow the Kubernetes convention: ``Ready`` (the driver of the current spec runs),
+``Progressing`` (the operator is moving the app somewhere: deploying, replacing, stopping) and
+``Degraded`` (something needs a human: an invalid spec, a failed driver). A condition's
+``lastTransitionTime`` only moves when its status does, so watchers can tell flapping from news.
+The phase is the one-word summary ``kubectl get`` shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streamapp.runtime import errors as runtime_errors
+
+__all__ = ["DriverObservation", "Observation", "Target", "compute", "condition"]
+
+#: A driver that exited, even with 0, has stopped processing: a streaming query does not finish.
+_ENDED = ("Failed", "Succeeded")
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverObservation:
+    """The driver Pod as last read from the API server."""
+
+    name: str
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    ready: bool
+    revision: str | None
+    terminating: bool = False
+    message: str | None = None  # why it is waiting or how it ended (reason, exit code)
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    driver: DriverObservation | None
+    executors_ready: int = 0
+    partitions: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the operator wants; ``revision`` is None when the spec is invalid."""
+
+    generation: int | None
+    revision: str | None
+    executors: int | None
+    suspend: bool = False
+    problems: Sequence[runtime_errors.Problem] = ()
+
+
+def condition(
+    previous: Mapping[str, Any] | None, *, type_: str, status: bool, reason: str, message: str, now: str
+) -> dict[str, Any]:
+    """One condition, keeping the previous transition time when the status did not change."""
+    value = "True" if status else "False"
+    since = now
+    for old in (previous or {}).get("conditions") or []:
+        if old.get("type") == type_ and old.get("status") == value and old.get("lastTransitionTime"):
+            since = old["lastTransitionTime"]
+    return {"type": type_, "status": value, "reason": reason, "message": message, "lastTransitionTime": since}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Verdict:
+    phase: str
+    ready: tuple[bool, str, str]
+    progressing: tuple[bool, str, str]
+    degraded: tuple[bool, str, str]
+
+
+def _problems_text(problems: Sequence[runtime_errors.Problem]) -> str:
+    shown = "; ".join(str(p) for p in problems[:5])
+    return shown + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+
+
+def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any]) -> _Verdict:
+    driver = seen.driver
+    running = driver is not None and driver.phase == "Running" and driver.ready and not driver.terminating
+    if target.problems:
+        text = _problems_text(target.problems)
+        untouched = "the running driver is left untouched" if running else "nothing was deployed"
+        return _Verdict(
+            phase=str(previous.get("phase") or "Running") if running else "Failed",
+            ready=(running, "DriverRunning" if running else "InvalidSpec", untouched),
+            progressing=(False, "InvalidSpec", "waiting for a valid spec"),
+            degraded=(True, "InvalidSpec", text),
+        )
+    if target.suspend:
+        if driver is None:
+            return _Verdict(
+                phase="Suspended",
+                ready=(False, "Suspended", "suspended; the checkpoint is kept"),
+                progressing=(False, "Suspended", "suspended"),
+                degraded=(False, "Suspended", ""),
+            )
+        return _Verdict(
+            phase="Suspended",
+            ready=(False, "Suspending", f"stopping driver Pod {driver.name}"),
+            progressing=(True, "Stopping", f"driver Pod {driver.name} stops at a micro-batch boundary"),
+            degraded=(False, "Suspending", ""),
+        )
+    if driver is None:
+        return _Verdict(
+            phase="Pending",
+            ready=(False, "DriverMissing", "no driver Pod yet"),
+            progressing=(True, "Deploying", f"creating the driver Pod of revision {target.revision}"),
+            degraded=(False, "Deploying", ""),
+        )
+    if driver.revision != target.revision:
+        return _Verdict(
+            phase="Upgrading",
+            ready=(running, "DriverRunning" if running else "DriverStopping", f"driver Pod {driver.name}"),
+            progressing=(
+                True,
+                "Restarting",
+                f"replacing driver revision {driver.revision} with {target.revision}",
+            ),
+            degraded=(False, "Restarting", ""),
+        )
+    if driver.phase in _ENDED:
+        how = driver.message or f"driver Pod {driver.name} ended ({driver.phase})"
+        return _Verdict(
+            phase="Failed",
+            ready=(False, "DriverFailed", how),
+            progressing=(True, "Restarting", "a new driver Pod resumes from the checkpoint"),
+            degraded=(True, "DriverFailed", how),
+        )
+    if running:
+        return _Verdict(
+            phase="Running",
+            ready=(True, "DriverRunning", f"driver Pod {driver.name} runs revision {target.revision}"),
+            progressing=(False, "Deployed", f"revision {target.revision} is deployed"),
+            degraded=(False, "DriverRunning", ""),
+        )
+    waiting = driver.message or f"driver Pod {driver.name} is {driver.phase}"
+    return _Verdict(
+        phase="Pending",
+        ready=(False, "DriverStarting", waiting),
+        progressing=(True, "Deploying", waiting),
+        degraded=(False, "DriverStarting", ""),
+    )
+
+
+def compute(
+    *, previous: Mapping[str, Any] | None, target: Target, seen: Observation, now: str
+) -> dict[str, Any]:
+    """The full status (camelCase, as the CRD stores it) to write over ``previous``."""
+    previous = previous or {}
+    verdict = _verdict(target, seen, previous)
+    conditions = [
+        condition(previous, type_=name, status=value[0], reason=value[1], message=value[2], now=now)
+        for name, value in (
+            ("Ready", verdict.ready),
+            ("Progressing", verdict.progressing),
+            ("Degraded", verdict.degraded),
+        )
+    ]
+    driver = seen.driver
+    current = previous.get("currentRevision")
+    if driver is not None and driver.phase == "Running" and not driver.terminating:
+        current = driver.revision
+    elif target.suspend and driver is None:
+        current = None
+    status: dict[str, Any] = {
+        "phase": verdict.phase,
+        "conditions": conditions,
+        "observedGeneration": target.generation,
+        "currentRevision": current,
+        "targetRevision": target.revision if target.revision else previous.get("targetRevision"),
+        "executors": {
+            "desired": target.executors
+            if target.executors is not None
+            else (previous.get("executors") or {}).get("desired"),
+            "ready": seen.executors_ready,
+        },
+        "inputPartitions": seen.partitions
+        if seen.partitions is not None
+        else previous.get("inputPartitions"),
+        "driverPod": driver.name if driver else None,
+        "message": _message(verdict),
+    }
+    return status
+
+
+def _message(verdict: _Verdict) -> str:
+    for active, _reason, text in (verdict.degraded, verdict.progressing, verdict.ready):
+        if active and text:
+            return text
+    return verdict.ready[2]

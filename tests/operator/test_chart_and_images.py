@@ -1,0 +1,95 @@
+"""Static checks of the chart and the Dockerfiles (no Docker engine; helm only when it is installed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "streamapp-operator"
+IMAGES = ROOT / "images"
+
+
+def _helm() -> str | None:
+    cached = pathlib.Path(os.environ.get("STREAMAPP_CACHE", pathlib.Path.home() / ".cache" / "streamapp"))
+    candidate = cached / "bin" / "helm"
+    return str(candidate) if candidate.exists() else shutil.which("helm")
+
+
+def _final_stage(dockerfile: pathlib.Path) -> tuple[int, list[str]]:
+    lines = [line.strip() for line in dockerfile.read_text().splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    froms = [i for i, line in enumerate(instructions) if line.upper().startswith("FROM ")]
+    return len(froms), instructions[froms[-1] :]
+
+
+@pytest.mark.parametrize("image", ["operator", "runtime"])
+def test_images_are_multi_stage_and_end_non_root(image: str) -> None:
+    stages, final = _final_stage(IMAGES / image / "Dockerfile")
+    assert stages >= 2, "build tools stay out of the final image"
+    users = [line.split(None, 1)[1] for line in final if line.upper().startswith("USER ")]
+    assert users, "the final stage sets a USER"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), f"final USER is {user}"
+    assert final[-1].upper().startswith(("USER", "CMD", "ENTRYPOINT")), "nothing runs as root after USER"
+
+
+def test_runtime_image_user_matches_the_driver_pod() -> None:
+    from streamapp.operator import desired
+
+    _, final = _final_stage(IMAGES / "runtime" / "Dockerfile")
+    user = next(line for line in reversed(final) if line.upper().startswith("USER "))
+    assert user.split()[1].split(":")[0] == str(desired.SPARK_UID)
+
+
+def test_chart_files_and_values_schema() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "streamapp-operator"
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"]), "every value is described by the schema"
+    for name in ("_helpers.tpl", "deployment.yaml", "rbac.yaml", "serviceaccount.yaml"):
+        assert (CHART / "templates" / name).exists(), name
+    assert (CHART / "crds" / "streamapp.io_streamapps.yaml").exists()
+
+
+def _template(*args: str) -> list[dict[str, object]]:
+    helm = _helm()
+    if helm is None:
+        pytest.skip("helm is not installed (make setup builds it)")
+    out = subprocess.run(
+        [helm, "template", "t", str(CHART), "-n", "ops", "--kube-version", "1.31.0", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def test_chart_renders_cluster_wide_by_default() -> None:
+    docs = _template()
+    kinds = sorted(str(d["kind"]) for d in docs)
+    cluster_rbac = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
+    assert kinds == sorted(["ServiceAccount", *cluster_rbac, "Service", "Deployment"])
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    assert "--all-namespaces" in container["args"]
+
+
+def test_chart_renders_per_namespace_rbac_and_a_service_monitor() -> None:
+    docs = _template("--set", "watchNamespaces={apps,team-b}", "--set", "metrics.serviceMonitor.enabled=true")
+    roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]  # type: ignore[index]
+    assert roles == ["apps", "team-b"]
+    assert any(d["kind"] == "ServiceMonitor" for d in docs)
+
+
+def test_chart_rejects_unknown_values() -> None:
+    with pytest.raises(subprocess.CalledProcessError) as caught:
+        _template("--set", "replicaCount=2")
+    assert "replicaCount" in caught.value.stderr

@@ -1,0 +1,138 @@
+"""The rendered objects, pinned as YAML goldens (``STREAMAPP_UPDATE_GOLDEN=1`` rewrites them)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+
+from streamapp.operator import desired, validation
+from streamapp.runtime.manifest import models
+
+GOLDEN = pathlib.Path(__file__).with_name("golden")
+
+
+def _app(ref: desired.AppRef, spec: dict[str, Any]) -> models.StreamApp:
+    return validation.parse(name=ref.name, namespace=ref.namespace, spec=spec)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the mounted files) as literal blocks, so a golden diff reads like the file."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _check(name: str, objects: list[dict[str, Any]]) -> None:
+    text = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False)
+    path = GOLDEN / name
+    if os.environ.get("STREAMAPP_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: run with STREAMAPP_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{path} differs: review, then STREAMAPP_UPDATE_GOLDEN=1"
+
+
+def test_wordcount_objects(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=3)
+    _check("wordcount.yaml", wanted.objects())
+
+
+def test_custom_service_account_resources_and_reset(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    spec["deployment"].update(
+        serviceAccountName="spark-apps",
+        imagePullPolicy="Always",
+        resources={
+            "driver": {"cpu": "500m", "cpuLimit": "2", "memory": "2g", "memoryOverhead": "512m"},
+            "executor": {"cpu": "1500m", "cpuLimit": "2", "memory": "4g", "memoryOverhead": "1g"},
+        },
+        reset={"id": "r2", "to": "timestamp", "timestamp": "2026-03-01T00:00:00Z"},
+    )
+    spec["sparkConf"] = {"spark.sql.shuffle.partitions": "8"}
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=2)
+    _check("custom.yaml", wanted.objects())
+
+
+def test_every_object_is_owned_by_the_app(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    for obj in desired.render(ref=ref, app=_app(ref, spec), executors=1).objects():
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("StreamApp", ref.uid, True)
+        assert obj["metadata"]["labels"][desired.APP_LABEL] == ref.name
+
+
+def test_driver_command_and_spark_settings(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=3)
+    assert wanted.driver is not None
+    container = wanted.driver["spec"]["containers"][0]
+    assert container["command"] == [
+        "python", "-m", "streamapp.runtime.cli", "driver", "--manifest", "/etc/streamapp/app.yaml",
+    ]  # fmt: skip
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["STREAMAPP_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"
+    assert env["STREAMAPP_DRIVER_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    config = next(o for o in wanted.support if o["kind"] == "ConfigMap")
+    conf = dict(line.split(" ", 1) for line in config["data"]["spark-defaults.conf"].splitlines())
+    assert conf["spark.executor.instances"] == "3"
+    assert conf["spark.kubernetes.namespace"] == "apps"
+    assert conf["spark.driver.host"] == "wordcount-driver.apps.svc"
+    assert conf["spark.kubernetes.driver.pod.name"] == wanted.driver["metadata"]["name"]
+    assert conf["spark.kubernetes.container.image"] == container["image"]
+    # The mounted manifest is the user's spec exactly, and loads in the runtime as written.
+    assert yaml.safe_load(config["data"]["app.yaml"])["spec"]["topology"] == spec["topology"]
+
+
+def test_suspend_keeps_everything_but_the_driver(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    running = desired.render(ref=ref, app=_app(ref, spec), executors=1)
+    spec["deployment"]["suspend"] = True
+    suspended = desired.render(ref=ref, app=_app(ref, spec), executors=1)
+    assert suspended.driver is None
+    assert suspended.support == running.support
+    assert suspended.revision == running.revision  # resuming restarts the same revision
+
+
+@pytest.mark.parametrize(
+    ("change", "restarts"),
+    [
+        (lambda s: s["deployment"]["executors"].update(max=9), False),  # bounds alone: same count
+        (lambda s: s["deployment"].update(image="registry.example/streamapp-runtime:1.2.4"), True),
+        (lambda s: s["topology"]["streams"][0]["steps"][1].update(filter="length(value) > 1"), True),
+        (lambda s: s["deployment"].update(reset={"id": "r1", "to": "earliest"}), True),
+        (lambda s: s.update(sparkConf={"spark.sql.shuffle.partitions": "4"}), True),
+    ],
+)
+def test_revision_changes_only_when_the_driver_must_restart(
+    ref: desired.AppRef, spec: dict[str, Any], change: Any, restarts: bool
+) -> None:
+    before = desired.render(ref=ref, app=_app(ref, spec), executors=2).revision
+    change(spec)
+    after = desired.render(ref=ref, app=_app(ref, spec), executors=2).revision
+    assert (before != after) is restarts
+
+
+def test_rescale_is_a_new_revision(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    app = _app(ref, spec)
+    assert (
+        desired.render(ref=ref, app=app, executors=2).revision
+        != desired.render(ref=ref, app=app, executors=3).revision
+    )
+
+
+def test_reset_reads_from_a_fresh_checkpoint(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    spec["deployment"]["reset"] = {"id": "r7", "to": "earliest"}
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=1)
+    assert wanted.driver is not None
+    env = {e["name"]: e.get("value") for e in wanted.driver["spec"]["containers"][0]["env"]}
+    assert env["STREAMAPP_CHECKPOINT"] == "s3a://checkpoints/wordcount/resets/r7"
+    assert env["STREAMAPP_STARTING_OFFSETS"] == "earliest"
+
+
+@pytest.mark.parametrize(("size", "mib"), [("512m", 512), ("2g", 2048), ("1024", 1024), ("1t", 1048576)])
+def test_spark_sizes(size: str, mib: int) -> None:
+    assert desired.mebibytes(size) == mib

@@ -1,0 +1,155 @@
+"""One reconciliation against an in-memory API server and Kafka: what is applied, deleted, reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamapp.operator import desired, errors, reconcile
+
+NOW = "2026-01-01T00:00:00Z"
+DRIVER = "wordcount-driver"
+
+
+@pytest.fixture
+def run(ref: desired.AppRef, fake_cluster: Any, make_probe: Any) -> Any:
+    state: dict[str, Any] = {"status": {}, "generation": 1}
+
+    def go(spec: dict[str, Any], partitions: dict[str, int] | None = None, **probe: Any) -> reconcile.Outcome:
+        fake_cluster.calls.clear()
+        outcome = reconcile.reconcile(
+            ref=ref,
+            spec=spec,
+            generation=state["generation"],
+            previous=state["status"],
+            cluster=fake_cluster,
+            probe=make_probe({"text-lines": 6} if partitions is None else partitions, **probe),
+            now=NOW,
+        )
+        state["status"] = outcome.status
+        return outcome
+
+    return go
+
+
+def _condition(outcome: reconcile.Outcome, type_: str) -> tuple[str, str]:
+    found = next(c for c in outcome.status["conditions"] if c["type"] == type_)
+    return found["status"], found["reason"]
+
+
+def _driver_revision(cluster: Any) -> str:
+    return str(cluster.objects[("Pod", "apps", DRIVER)]["metadata"]["labels"][desired.REVISION_LABEL])
+
+
+def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
+    first = run(spec)
+    assert [kind for _, kind, _ in fake_cluster.calls] == [
+        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Pod",
+    ]  # fmt: skip
+    assert first.error is None
+    assert first.status["phase"] == "Pending"
+    assert first.status["executors"]["desired"] == 3  # 6 partitions / 2 cores
+    assert [e.reason for e in first.events] == ["DriverCreated"]
+
+    fake_cluster.run_pod(DRIVER)
+    second = run(spec)
+    assert second.status["phase"] == "Running"
+    assert _condition(second, "Ready") == ("True", "DriverRunning")
+    assert (
+        second.status["currentRevision"] == second.status["targetRevision"] == _driver_revision(fake_cluster)
+    )
+    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 5  # idempotent; the Pod is left alone
+    assert second.events == []
+
+
+def test_more_partitions_restart_the_driver_with_more_executors(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    old = _driver_revision(fake_cluster)
+    grown = run(spec, {"text-lines": 8})
+    assert isinstance(grown.error, errors.DriverStopping)
+    assert grown.status["phase"] == "Upgrading"
+    assert "rescaling from 3 to 4 executors" in grown.events[0].message
+    waiting = run(spec, {"text-lines": 8})  # the old driver is still stopping: nothing new yet
+    assert isinstance(waiting.error, errors.DriverStopping)
+    assert ("apply", "Pod", DRIVER) not in fake_cluster.calls
+    fake_cluster.finish_terminating()
+    replaced = run(spec, {"text-lines": 8})
+    assert replaced.error is None
+    assert _driver_revision(fake_cluster) != old
+    assert replaced.status["executors"]["desired"] == 4
+
+
+def test_invalid_spec_leaves_the_running_app_untouched(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    before = dict(fake_cluster.objects)
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value !!= ''"
+    outcome = run(spec)
+    assert isinstance(outcome.error, errors.InvalidSpecError)
+    assert fake_cluster.calls == []
+    assert fake_cluster.objects == before
+    assert _condition(outcome, "Degraded") == ("True", "InvalidSpec")
+    assert _condition(outcome, "Ready") == ("True", "DriverRunning")
+    assert outcome.status["message"].startswith("spec.topology.streams[0].steps[1].filter: ")
+    assert [e.reason for e in outcome.events] == ["InvalidSpec"]
+    assert run(spec).events == []  # the same problem is not announced twice
+
+
+def test_suspend_and_resume(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    revision = _driver_revision(fake_cluster)
+    spec["deployment"]["suspend"] = True
+    stopping = run(spec)
+    assert stopping.error is None
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls
+    assert _condition(stopping, "Progressing") == ("True", "Stopping")
+    fake_cluster.finish_terminating()
+    suspended = run(spec)
+    assert suspended.status["phase"] == "Suspended"
+    assert ("ConfigMap", "apps", "wordcount-app") in fake_cluster.objects  # the rest stays
+    spec["deployment"]["suspend"] = False
+    run(spec)
+    assert _driver_revision(fake_cluster) == revision
+
+
+def test_kafka_outage_keeps_the_last_count(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    outage = run(spec, fail=True)
+    assert outage.error is None
+    assert [e.reason for e in outage.events] == ["KafkaUnreachable"]
+    assert outage.status["executors"]["desired"] == 3
+    assert outage.status["phase"] == "Running"
+
+
+def test_a_failed_driver_is_replaced(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER, ready=False, phase="Failed")
+    failed = run(spec)
+    assert _condition(failed, "Degraded") == ("True", "DriverFailed")
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls
+    fake_cluster.finish_terminating()
+    assert run(spec).events[0].reason == "DriverCreated"
+
+
+def test_reset_is_recorded_once_its_driver_runs(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
+    spec["deployment"]["reset"] = {"id": "r1", "to": "earliest"}
+    assert run(spec).status["lastReset"] == "r1"
+
+
+def test_cleanup_deletes_only_what_the_app_owns(
+    run: Any, spec: dict[str, Any], fake_cluster: Any, ref: desired.AppRef
+) -> None:
+    run(spec)
+    fake_cluster.objects[("ServiceAccount", "apps", "shared")] = {"metadata": {"name": "shared"}}
+    assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is False  # the driver is still stopping
+    fake_cluster.finish_terminating()
+    assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is True
+    assert list(fake_cluster.objects) == [("ServiceAccount", "apps", "shared")]
