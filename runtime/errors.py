@@ -1,15 +1,19 @@
 """The runtime's errors, one tree, so callers catch what they can act on.
 
     StreamAppError
-    ├── ManifestError     a manifest or topology is invalid; carries every Problem found
-    └── TopologyError     a builder call cannot form a valid graph (e.g. a lambda as user logic)
+    ├── ManifestError     a manifest is invalid; ``problems`` lists every Problem found
+    └── TopologyError     a graph cannot be built or is invalid (a lambda as user logic, a duplicate
+                          node name, a bad expression); ``problems`` when there are several
 
-The embedded components have their own small tree (:mod:`streamapp.runtime.embedded.errors`).
+A :class:`Problem` names where (a manifest path such as ``spec.topology.streams[0].steps[2].filter``,
+or a node name for graphs built in Python) and what is wrong. The embedded components have their own
+small tree (:mod:`streamapp.runtime.embedded.errors`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 __all__ = ["ManifestError", "Problem", "StreamAppError", "TopologyError"]
 
@@ -32,10 +36,14 @@ class Problem:
 class ManifestError(StreamAppError):
     """The manifest is invalid; ``problems`` lists everything found, not just the first."""
 
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in problems))
 
 
 class TopologyError(StreamAppError):
-    """A builder call cannot form a valid topology."""
+    """A builder call cannot form a valid topology; ``problems`` lists them when there are several."""
+
+    def __init__(self, message: str, *, problems: Sequence[Problem] = ()) -> None:
+        self.problems = list(problems)
+        super().__init__(message)

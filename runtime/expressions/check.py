@@ -19,8 +19,10 @@ __all__ = [
     "RECORD_COLUMNS",
     "check_expression",
     "check_function_ref",
+    "check_type",
     "is_boolean_expression",
-    "value_fields",
+    "schema_fields",
+    "struct_fields",
 ]
 
 RECORD_COLUMNS = ("key", "value", "timestamp", "headers", "partition", "offset", "topic")
@@ -79,8 +81,8 @@ def is_boolean_expression(expr: str) -> bool | None:
     return None
 
 
-def value_fields(expr: str) -> list[str]:
-    """Fields read from the value (``value.amount`` → ``amount``)."""
+def struct_fields(expr: str) -> list[tuple[str, str]]:
+    """Struct fields read from the key or value (``value.amount`` → ``("value", "amount")``)."""
     try:
         tree = _parse(expr)
     except sqlglot.errors.ParseError:
@@ -88,8 +90,8 @@ def value_fields(expr: str) -> list[str]:
     out = []
     for column in tree.find_all(exp.Column):
         parts = column.parts
-        if len(parts) >= 2 and parts[0].name.lower() == "value":
-            out.append(parts[1].name)
+        if len(parts) >= 2 and parts[0].name.lower() in ("key", "value"):
+            out.append((parts[0].name.lower(), parts[1].name))
     return out
 
 
@@ -110,3 +112,56 @@ def check_function_ref(ref: str) -> str | None:
     if not callable(target):
         return f"{ref!r} is not callable"
     return None
+
+
+def _top_level_parts(ddl: str) -> list[str]:
+    """Split at commas outside ``<>`` and ``()`` (``a MAP<STRING, INT>, b DECIMAL(10, 2)``)."""
+    depth, start, parts = 0, 0, []
+    for i, char in enumerate(ddl):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(ddl[start:i])
+            start = i + 1
+    return [*parts, ddl[start:]]
+
+
+def schema_fields(ddl: str) -> tuple[str, ...] | str:
+    """The field names of a Spark DDL schema (``"amount DOUBLE, name STRING"``), or the problem."""
+    parts = [p.strip() for p in _top_level_parts(ddl)]
+    fields: list[str] = []
+    for part in parts:
+        try:
+            struct = exp.DataType.build(f"STRUCT<{part}>", dialect="spark")
+        except (sqlglot.errors.ParseError, ValueError) as err:
+            return f"not a Spark DDL schema ({err}): {ddl!r}"
+        columns = struct.expressions
+        unknown = [c for c in columns if c.args.get("kind") is None or c.args["kind"].is_type("userdefined")]
+        if len(columns) != 1 or unknown:
+            return f"not a Spark DDL schema (expected 'name TYPE, ...', got {part!r}): {ddl!r}"
+        fields.append(columns[0].name)
+    return tuple(fields)
+
+
+def check_type(ddl: str) -> str | None:
+    """None when ``ddl`` is a Spark SQL type (``bigint``, ``array<string>``, ``struct<a: int>``)."""
+    try:
+        built = exp.DataType.build(ddl, dialect="spark")
+    except (sqlglot.errors.ParseError, ValueError) as err:
+        return f"not a Spark SQL type ({err}): {ddl!r}"
+    unknown = [t for t in built.find_all(exp.DataType) if t.this.name not in _SPARK_TYPES]
+    if unknown:
+        return f"not a Spark SQL type: {ddl!r} (e.g. bigint, double, string, array<string>)"
+    return None
+
+
+#: sqlglot's names of the types Spark SQL has.
+_SPARK_TYPES = frozenset(
+    {
+        *("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"),
+        *("TEXT", "VARCHAR", "CHAR", "BINARY", "DATE", "INTERVAL", "NULL", "VARIANT"),
+        *("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPNTZ", "TIMESTAMPLTZ", "ARRAY", "MAP", "STRUCT"),
+    }
+)

@@ -1,12 +1,13 @@
-"""The StreamApp manifest: schema, loading with path-named problems, conversion to the graph."""
+"""The StreamApp manifest: schema, loading with path-named problems, conversion to and from the graph.
 
-from streamapp.runtime.manifest.convert import (
-    build_topology,
-    load_manifest,
-    to_manifest_yaml,
-    validate_manifest,
-)
+``models`` is the schema (pydantic), ``convert`` loads and validates (manifest → graph), ``emit``
+writes a graph back out as YAML and ``schema`` gives the structural OpenAPI schema for the CRD.
+"""
+
+from streamapp.runtime.manifest.convert import build_topology, load_manifest, validate_manifest
+from streamapp.runtime.manifest.emit import to_manifest_yaml
 from streamapp.runtime.manifest.models import StreamApp, StreamAppSpec, TopologySpec
+from streamapp.runtime.manifest.schema import openapi_schema
 
 __all__ = [
     "StreamApp",
@@ -14,6 +15,7 @@ __all__ = [
     "TopologySpec",
     "build_topology",
     "load_manifest",
+    "openapi_schema",
     "to_manifest_yaml",
     "validate_manifest",
 ]

@@ -1,15 +1,15 @@
-"""Manifest ↔ logical graph, with every problem reported by its manifest path.
+"""Manifest → logical graph, with every problem reported by its manifest path.
 
-``validate_manifest`` collects all problems (schema, unknown operations, bad expressions and
-function references, missing serdes, type mismatches, dangling stream references) instead of
-stopping at the first. ``to_manifest_yaml`` writes a graph back out so that loading it gives an
-equal graph: streams are emitted in node order, a step is appended to the current stream only
-when it continues it, and anything else starts a new stream ``from`` the stream it continues.
+``validate_manifest`` collects all problems — schema (pydantic), structure (a stream that starts
+nowhere, a step after ``to``, an unknown stream, a duplicate name) and the graph checks shared with
+the Python builder (:mod:`streamapp.runtime.topology.validate`: expressions, function references,
+serdes, types) — and returns them in manifest order instead of stopping at the first.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,18 +17,38 @@ import pydantic
 import yaml
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import models
-from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import durations, graph, nodes, validate
 
-__all__ = ["build_topology", "load_manifest", "to_manifest_yaml", "validate_manifest"]
+__all__ = ["build_topology", "load_manifest", "validate_manifest"]
 
-_LOGIC_OPS = ("filter", "filterNot", "mapValues", "flatMapValues", "selectKey", "flatMap", "peek")
 _TERMINAL = ("to", "print", "split")
-_OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields)
+_ENDED = {
+    "split": "nothing can follow split: start a new stream from one of its branches ('{stream}.<branch>')",
+    "to": "nothing can follow to: it ends the stream (to write and go on, start two streams from this one)",
+    "print": "nothing can follow print: it ends the stream (to print and go on, use peek, or two streams)",
+}
+_AGGREGATIONS = ("count", "aggregate", "reduce")
+_OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
+#: Type names pydantic puts into error locations for union members; a user never wrote them.
+_UNION_MEMBERS = {"str", "SerdeObject", "LogicObject", "ToSpec"}
+_LOGIC_NODES: Mapping[str, tuple[type[nodes.Node], str]] = {
+    "filter": (nodes.Filter, "predicate"),
+    "filterNot": (nodes.FilterNot, "predicate"),
+    "mapValues": (nodes.MapValues, "mapper"),
+    "flatMapValues": (nodes.FlatMapValues, "mapper"),
+    "selectKey": (nodes.SelectKey, "mapper"),
+    "flatMap": (nodes.FlatMap, "mapper"),
+    "peek": (nodes.Peek, "action"),
+}
 
 
 def _text(source: str | pathlib.Path) -> str:
+    # A one-line string naming an existing file is a path; anything else is the manifest itself.
+    if isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml")):
+        candidate = pathlib.Path(source)
+        if candidate.is_file():
+            return candidate.read_text()
     if isinstance(source, pathlib.Path):
         return source.read_text()
     return source
@@ -41,31 +61,21 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _order(problem: errors.Problem) -> list[Any]:
+    """Sort key: manifest order (``steps[10]`` after ``steps[2]``), so problems read top to bottom."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", problem.path)]
+
+
 def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
-    problems = []
+    problems: list[errors.Problem] = []
     seen = set()
     for item in err.errors():
         loc = tuple(
             p
             for p in item["loc"]
-            if not (
-                isinstance(p, str)
-                and (
-                    "[" in p
-                    or p
-                    in (
-                        "str",
-                        "SerdeObject",
-                        "LogicObject",
-                        "ToSpec",
-                        "literal['string','bytes','int','long','double','json']",
-                    )
-                )
-            )
+            if not (isinstance(p, str) and ("[" in p or p in _UNION_MEMBERS or p.startswith("literal[")))
         )
-        if (item["type"] == "extra_forbidden" and len(loc) >= 2 and loc[-2] == "steps") or (
-            item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int)
-        ):
+        if item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int):
             message = f"unknown operation '{loc[-1]}' (expected one of {', '.join(_OPS)})"
         elif item["type"] == "extra_forbidden":
             message = f"unknown field '{loc[-1]}'"
@@ -73,16 +83,11 @@ def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
             message = "required field is missing"
         else:
             message = item["msg"].removeprefix("Value error, ")
-        # A union (e.g. a serde name or object) fails once per alternative: the first says it best.
-        key = _path(loc)
-        if key not in seen:
+        # A union (a serde name or object, an expression or function) fails once per alternative:
+        # the first says it best.
+        if (key := _path(loc)) not in seen:
             seen.add(key)
-            problems.append(errors.Problem(_path(loc), message))
-    # A union reports one error per alternative; keep the most specific ones per path.
-    return _dedupe(problems)
-
-
-def _dedupe(problems: list[errors.Problem]) -> list[errors.Problem]:
+            problems.append(errors.Problem(key, message))
     paths = {p.path for p in problems}
     return [
         p
@@ -110,7 +115,7 @@ def _parse(text: str) -> tuple[models.StreamApp | None, list[errors.Problem]]:
 
 
 def validate_manifest(source: str | pathlib.Path) -> list[errors.Problem]:
-    """Every problem of the manifest, by path; empty when it is valid."""
+    """Every problem of the manifest (text or path), in manifest order; empty when it is valid."""
     app, problems = _parse(_text(source))
     if app is None:
         return problems
@@ -118,7 +123,7 @@ def validate_manifest(source: str | pathlib.Path) -> list[errors.Problem]:
 
 
 def load_manifest(source: str | pathlib.Path) -> models.StreamApp:
-    """The parsed manifest; raises :class:`errors.ManifestError` listing every problem."""
+    """The parsed manifest (text or path); raises :class:`errors.ManifestError` with every problem."""
     app, problems = _parse(_text(source))
     if app is None:
         raise errors.ManifestError(problems)
@@ -129,6 +134,7 @@ def load_manifest(source: str | pathlib.Path) -> models.StreamApp:
 
 
 def build_topology(app: models.StreamApp) -> graph.Topology:
+    """The logical graph of a loaded manifest."""
     topology, problems = _Converter(app).run()
     if problems or topology is None:
         raise errors.ManifestError(problems)
@@ -143,84 +149,101 @@ def _serde(spec: models.SerdeSpec | None) -> serdes.Serde | None:
     return serdes.Serde(spec)
 
 
-def _logic(spec: models.LogicSpec, *, returns: str | None = None) -> dict[str, Any]:
-    if isinstance(spec, str):
-        return {"expr": spec}
-    out: dict[str, Any] = {}
-    if spec.expr is not None:
-        out["expr"] = spec.expr
-    if spec.function is not None:
-        out["function"] = spec.function
-        if spec.returns or returns:
-            out["returns"] = spec.returns or returns
-    return out
-
-
 class _Converter:
-    """Walks the manifest's streams in order, building nodes and collecting problems."""
+    """Walks the manifest's streams in order, building nodes and collecting structural problems."""
 
     def __init__(self, app: models.StreamApp) -> None:
-        self.app = app
         self.topo = app.spec.topology
-        self.nodes: list[graph.Node] = []
+        self.nodes: list[nodes.Node] = []
         self.problems: list[errors.Problem] = []
-        self.tails: dict[str, tuple[str, serdes.Serde | None]] = {}  # stream name → (tail node, value serde)
+        #: stream name (or '<stream>.<branch>') → its last node, and what that node is
+        self.tails: dict[str, tuple[str, str]] = {}
+        #: a windowedBy step waiting for its aggregation: (windows, emit, manifest path)
+        self.windowing: tuple[nodes.Windows | None, str, str] | None = None
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(errors.Problem(path, message))
 
-    def add(self, op: str, parents: tuple[str, ...], params: Mapping[str, Any], path: str) -> str:
-        name = graph.node_name(op, len(self.nodes))
-        self.nodes.append(graph.Node(name=name, op=op, parents=parents, params=dict(params), path=path))
-        return name
+    def add(
+        self,
+        node_type: type[nodes.Node],
+        parents: tuple[str, ...],
+        path: str,
+        name: str | None,
+        **fields: Any,
+    ) -> str:
+        node_name = name or node_type.generated_name(len(self.nodes))
+        if name and any(n.name == name for n in self.nodes):
+            self.problem(f"{path.rsplit('.', 1)[0]}.name", f"a node named {name!r} is already defined")
+        self.nodes.append(node_type(name=node_name, parents=parents, path=path, **fields))
+        return node_name
+
+    def logic(self, spec: models.LogicSpec, path: str, *, returns: str | None = None) -> nodes.Logic:
+        if isinstance(spec, str):
+            return nodes.Expr(spec)
+        if (spec.expr is None) == (spec.function is None):
+            self.problem(path, "give exactly one of expr or function")
+        if spec.function is not None:
+            return nodes.Function(spec.function, spec.returns or returns)
+        return nodes.Expr(spec.expr or "")
 
     def run(self) -> tuple[graph.Topology | None, list[errors.Problem]]:
         defaults = self.topo.defaults
-        default_key, default_value = _serde(defaults.key_serde), _serde(defaults.value_serde)
         for i, stream in enumerate(self.topo.streams):
             path = f"spec.topology.streams[{i}]"
-            tail, value_serde = self._start(stream, path, default_key, default_value)
-            if tail is None:
-                continue
-            ended = False
-            for j, step in enumerate(stream.steps):
-                step_path = f"{path}.steps[{j}]"
-                if ended:
-                    self.problem(
-                        step_path,
-                        "nothing can follow to, print or split in the same stream; "
-                        "start a new stream from a split branch instead",
-                    )
-                    break
-                op, spec = step.operation()
-                tail = self._step(op, spec, tail, value_serde, f"{step_path}.{op}", stream, i)
-                ended = op in _TERMINAL
             name = stream.name or f"stream-{i}"
             if name in self.tails:
                 self.problem(f"{path}.name", f"a stream named {name!r} is already defined")
-            self.tails[name] = (tail, value_serde)
-        if self.problems:
-            return None, self.problems
-        return graph.Topology(
+            tail = self.start(stream, path)
+            if tail is None:
+                continue
+            last_op = "source"
+            self.windowing = None
+            for j, step in enumerate(stream.steps):
+                op, spec = step.operation()
+                if last_op in _TERMINAL:
+                    self.problem(f"{path}.steps[{j}]", _ENDED[last_op].format(op=last_op, stream=name))
+                    break
+                here = f"{path}.steps[{j}].{op}"
+                if self.windowing is not None and op not in _AGGREGATIONS:
+                    self.problem(
+                        self.windowing[2], "windowedBy must be followed by count, aggregate or reduce"
+                    )
+                    self.windowing = None
+                if op == "windowedBy":
+                    self.windowed_by(spec, tail, here, step.name)
+                    last_op = op
+                    continue
+                tail = self.step(op, spec, tail, here, step.name, name)
+                last_op = op
+            if self.windowing is not None:
+                self.problem(self.windowing[2], "windowedBy must be followed by count, aggregate or reduce")
+            self.tails[name] = (tail, last_op)
+        topology = graph.Topology(
             nodes=tuple(self.nodes),
-            default_key_serde=default_key,
-            default_value_serde=default_value,
+            default_key_serde=_serde(defaults.key_serde),
+            default_value_serde=_serde(defaults.value_serde),
             latency=self.topo.latency,
             application_id=self.topo.application_id,
-        ), []
+        )
+        problems = sorted(self.problems + validate.validate_topology(topology), key=_order)
+        return (None, problems) if problems else (topology, [])
 
-    def _start(
-        self,
-        stream: models.StreamSpec,
-        path: str,
-        default_key: serdes.Serde | None,
-        default_value: serdes.Serde | None,
-    ) -> tuple[str | None, serdes.Serde | None]:
+    def start(self, stream: models.StreamSpec, path: str) -> str | None:
         src = stream.from_
-        given = [x for x in (src.topic, src.topics, src.stream) if x]
-        if len(given) != 1:
+        if len([x for x in (src.topic, src.topics, src.stream) if x]) != 1:
             self.problem(f"{path}.from", "give exactly one of topic, topics or stream")
-            return None, None
+            return None
+        if src.as_ == "globalTable":
+            self.problem(
+                f"{path}.from.as", "globalTable sources are reserved for joins and not supported yet"
+            )
+            return None
+        if src.as_ == "table" and src.stream:
+            self.problem(
+                f"{path}.from.as", "as: table reads topics; to make a stream a table, use a toTable step"
+            )
+            return None
         if src.stream:
             if src.stream not in self.tails:
                 self.problem(
@@ -228,210 +251,162 @@ class _Converter:
                     f"unknown stream {src.stream!r} (streams are referred to "
                     f"after they are defined; known: {', '.join(self.tails) or 'none'})",
                 )
-                return None, None
-            return self.tails[src.stream]
-        key, value = _serde(src.key_serde), _serde(src.value_serde)
-        for which, serde, default in (("keySerde", key, default_key), ("valueSerde", value, default_value)):
-            if serde is None and default is None:
-                self.problem(f"{path}.from.{which}", f"no {which}: set it here or in spec.topology.defaults")
-        params: dict[str, Any] = {"topics": [src.topic] if src.topic else list(src.topics or [])}
-        if key:
-            params["keySerde"] = key
-        if value:
-            params["valueSerde"] = value
-        if src.timestamp:
-            params["timestamp"] = src.timestamp
-            if message := check.check_expression(src.timestamp):
-                self.problem(f"{path}.from.timestamp", message)
-        return self.add("source", (), params, f"{path}.from"), value or default_value
+                return None
+            tail, last_op = self.tails[src.stream]
+            if last_op in _TERMINAL:
+                more = [b for b in self.tails if b.startswith(f"{src.stream}.")]
+                hint = (
+                    f"; continue from one of its branches: {', '.join(more)}"
+                    if more
+                    else f" (nothing can follow it: end {src.stream!r} before its {last_op} and start "
+                    "two streams from it)"
+                )
+                self.problem(f"{path}.from.stream", f"stream {src.stream!r} ends with {last_op}{hint}")
+                return None
+            return tail
+        return self.add(
+            nodes.Source,
+            (),
+            f"{path}.from",
+            None,
+            topics=(src.topic,) if src.topic else tuple(src.topics or ()),
+            key_serde=_serde(src.key_serde),
+            value_serde=_serde(src.value_serde),
+            timestamp=src.timestamp,
+            table=src.as_ == "table",
+        )
 
-    def _check_logic(
-        self, params: Mapping[str, Any], path: str, serde: serdes.Serde | None, *, boolean: bool = False
-    ) -> None:
-        expr, function = params.get("expr"), params.get("function")
-        if (expr is None) == (function is None):
-            self.problem(path, "give exactly one of expr or function")
+    def duration(self, value: models.Duration, path: str) -> int:
+        try:
+            return durations.to_ms(value)
+        except ValueError as err:
+            self.problem(path, str(err))
+            return 0
+
+    def windowed_by(self, spec: models.WindowsSpec, tail: str, path: str, name: str | None) -> None:
+        """Remember the windows for the aggregation that must come next (no node of its own)."""
+        if name:
+            self.problem(f"{path.rsplit('.', 1)[0]}.name", "windowedBy adds no node; name its aggregation")
+        parent = next((n for n in self.nodes if n.name == tail), None)
+        if not isinstance(parent, nodes.GroupBy):
+            self.problem(path, "windowedBy must directly follow groupBy or groupByKey")
+        kinds = [k for k in nodes.WINDOW_KINDS if getattr(spec, k) is not None]
+        if len(kinds) != 1:
+            self.problem(path, f"give exactly one of {', '.join(nodes.WINDOW_KINDS)}")
+            self.windowing = (None, spec.emit, path)
             return
-        if function is not None:
-            if message := check.check_function_ref(function):
-                self.problem(f"{path}.function", message)
-            return
-        assert isinstance(expr, str)
-        where = path
-        if message := check.check_expression(expr):
-            self.problem(where, message)
-            return
-        if boolean and check.is_boolean_expression(expr) is False:
-            self.problem(where, f"type mismatch: a predicate must be boolean, {expr!r} is not")
-        fields = check.value_fields(expr)
-        if fields and serde is not None and not (serde.name == "json" and serde.schema):
+        kind = kinds[0]
+        grace = self.duration(spec.grace, f"{path}.grace")
+        if kind == "hopping":
+            assert spec.hopping is not None
+            size = self.duration(spec.hopping.size, f"{path}.hopping.size")
+            advance = self.duration(spec.hopping.advance, f"{path}.hopping.advance")
+        else:
+            size = self.duration(getattr(spec, kind), f"{path}.{kind}")
+            advance = size if kind == "tumbling" else 0
+        if size <= 0 and not any(p.path.startswith(f"{path}.{kind}") for p in self.problems):
+            self.problem(f"{path}.{kind}", f"must be a positive duration, not {getattr(spec, kind)!r}")
+        if kind == "hopping" and size > 0 and not 0 < advance <= size:
             self.problem(
-                where,
-                f"type mismatch: {expr!r} reads value.{fields[0]}, but the value is "
-                f"{serde.name} (declare valueSerde json with a schema to read fields)",
+                f"{path}.hopping.advance",
+                f"must be positive and at most the size ({size} ms), not {advance} ms",
             )
+        if grace < 0:
+            self.problem(f"{path}.grace", f"must not be negative, not {spec.grace!r}")
+        self.windowing = (nodes.Windows(kind, size, advance, grace), spec.emit, path)
 
-    def _step(
-        self,
-        op: str,
-        spec: Any,
-        tail: str,
-        serde: serdes.Serde | None,
-        path: str,
-        stream: models.StreamSpec,
-        index: int,
-    ) -> str:
-        if op in _LOGIC_OPS:
-            params = _logic(spec, returns="boolean" if op in ("filter", "filterNot") else None)
-            self._check_logic(params, path, serde, boolean=op in ("filter", "filterNot"))
-            return self.add(op, (tail,), params, path)
+    def aggregation(self, op: str, spec: Any, tail: str, path: str, name: str | None) -> str:
+        windows, emit, _ = self.windowing or (None, "updates", "")
+        self.windowing = None
+        window = {"windows": windows, "emit": emit}
+        if op == "count":
+            return self.add(nodes.Count, (tail,), path, name, **window)
+        if op == "reduce":
+            reducer = nodes.Function(spec.reducer)
+            sub = nodes.Function(spec.subtractor) if spec.subtractor else None
+            return self.add(
+                nodes.Reduce,
+                (tail,),
+                path,
+                name,
+                reducer=reducer,
+                subtractor=sub,
+                returns=spec.returns,
+                **window,
+            )
+        functions = {
+            field: nodes.Function(ref) if (ref := getattr(spec, field)) else None
+            for field in ("initializer", "adder", "subtractor")
+        }
+        return self.add(
+            nodes.Aggregate, (tail,), path, name, fn=spec.fn, expr=spec.expr, returns=spec.returns,
+            **functions, **window,
+        )  # fmt: skip
+
+    def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
+        if op in _LOGIC_NODES:
+            node_type, field = _LOGIC_NODES[op]
+            returns = "boolean" if op in ("filter", "filterNot") else None
+            return self.add(
+                node_type, (tail,), path, name, **{field: self.logic(spec, path, returns=returns)}
+            )
         if op == "map":
-            params = {"key": _logic(spec.key), "value": _logic(spec.value)}
-            self._check_logic(params["key"], f"{path}.key", serde)
-            self._check_logic(params["value"], f"{path}.value", serde)
-            return self.add(op, (tail,), params, path)
+            key, value = self.logic(spec.key, f"{path}.key"), self.logic(spec.value, f"{path}.value")
+            return self.add(nodes.Map, (tail,), path, name, key=key, value=value)
         if op == "merge":
             parents = [tail]
             for k, other in enumerate(spec):
                 if other not in self.tails:
                     self.problem(f"{path}[{k}]", f"unknown stream {other!r}")
+                elif (ended := self.tails[other][1]) in _TERMINAL:
+                    self.problem(f"{path}[{k}]", f"stream {other!r} ends with {ended}; it cannot be merged")
                 else:
                     parents.append(self.tails[other][0])
-            return self.add(op, tuple(parents), {}, path)
+            return self.add(nodes.Merge, tuple(parents), path, name)
         if op == "repartition":
-            return self.add(op, (tail,), {"partitions": spec.partitions} if spec.partitions else {}, path)
+            return self.add(
+                nodes.Repartition, (tail,), path, name, partitions=spec.partitions, repartition_name=spec.name
+            )
         if op == "print":
-            return self.add(op, (tail,), {"label": spec.label} if spec.label else {}, path)
+            return self.add(nodes.Print, (tail,), path, name, label=spec.label)
         if op == "to":
             to = models.ToSpec(topic=spec) if isinstance(spec, str) else spec
-            sink: dict[str, Any] = {"topic": to.topic}
-            if to.key_serde:
-                sink["keySerde"] = _serde(to.key_serde)
-            if to.value_serde:
-                sink["valueSerde"] = _serde(to.value_serde)
-            return self.add(op, (tail,), sink, path)
+            by = (
+                None
+                if to.partitioner is None
+                else self.logic(to.partitioner, f"{path}.partitioner", returns="int")
+            )
+            return self.add(
+                nodes.Sink,
+                (tail,),
+                path,
+                name,
+                topic=to.topic,
+                key_serde=_serde(to.key_serde),
+                value_serde=_serde(to.value_serde),
+                partitioner=by,
+            )
         if op in ("groupBy", "groupByKey"):
-            params = {} if op == "groupByKey" else _logic(spec)
-            if params:
-                self._check_logic(params, path, serde)
-            return self.add("groupBy", (tail,), params, path)
-        if op in ("count", "aggregate", "toStream"):
-            parent = self.nodes[-1] if self.nodes and self.nodes[-1].name == tail else None
-            wants = "groupBy" if op != "toStream" else ("count", "aggregate")
-            if parent is None or parent.op not in wants:
-                before = "groupBy or groupByKey" if op != "toStream" else "count or aggregate"
-                self.problem(path, f"{op} must directly follow {before}")
-            if op == "aggregate":
-                if message := check.check_expression(spec.expr):
-                    self.problem(f"{path}.expr", message)
-                return self.add(op, (tail,), {"fn": spec.fn, "expr": spec.expr}, path)
-            return self.add(op, (tail,), {}, path)
+            selector = None if op == "groupByKey" else self.logic(spec, path)
+            return self.add(nodes.GroupBy, (tail,), path, name, selector=selector)
+        if op in _AGGREGATIONS:
+            return self.aggregation(op, spec, tail, path, name)
+        if op in ("toStream", "toTable", "suppress"):
+            node_type = {"toStream": nodes.ToStream, "toTable": nodes.ToTable, "suppress": nodes.Suppress}[op]
+            return self.add(node_type, (tail,), path, name)
         if op == "split":
-            branches = []
-            for k, branch in enumerate(spec.branches):
-                predicate = _logic(branch.predicate, returns="boolean")
-                self._check_logic(predicate, f"{path}.branches[{k}].predicate", serde, boolean=True)
-                branches.append({"name": branch.name, "predicate": predicate})
-            split = self.add(op, (tail,), {"branches": branches, "default": spec.default}, path)
-            base = stream.name or f"stream-{index}"
-            for name in [b["name"] for b in branches] + ([spec.default] if spec.default else []):
-                self.tails[f"{base}.{name}"] = (self.add("branch", (split,), {"branch": name}, path), serde)
+            branches = tuple(
+                nodes.Branch(
+                    b.name, self.logic(b.predicate, f"{path}.branches[{k}].predicate", returns="boolean")
+                )
+                for k, b in enumerate(spec.branches)
+            )
+            names = [b.name for b in branches] + ([spec.default] if spec.default else [])
+            for dup in sorted({n for n in names if names.count(n) > 1}):
+                self.problem(path, f"branch name {dup!r} is used more than once")
+            split = self.add(nodes.Split, (tail,), path, name, branches=branches, default=spec.default)
+            for branch in names:
+                child = self.add(nodes.BranchChild, (split,), path, None, branch=branch)
+                self.tails[f"{stream}.{branch}"] = (child, "branch")
             return split
         raise AssertionError(op)
-
-
-# -- graph → manifest -------------------------------------------------------------------------------
-
-
-def _serde_out(serde: serdes.Serde) -> Any:
-    return {"name": serde.name, "schema": serde.schema} if serde.schema else serde.name
-
-
-def _logic_out(params: Mapping[str, Any]) -> Any:
-    return params["expr"] if set(params) == {"expr"} else dict(params)
-
-
-def _step_out(node: graph.Node, entry_of: Mapping[str, str]) -> dict[str, Any]:
-    p = node.params
-    if node.op in _LOGIC_OPS:
-        return {node.op: _logic_out(p)}
-    if node.op == "map":
-        return {"map": {"key": _logic_out(p["key"]), "value": _logic_out(p["value"])}}
-    if node.op == "merge":
-        return {"merge": [entry_of[parent] for parent in node.parents[1:]]}
-    if node.op == "to":
-        to: dict[str, Any] = {"topic": p["topic"]}
-        for k in ("keySerde", "valueSerde"):
-            if k in p:
-                to[k] = _serde_out(p[k])
-        return {"to": to}
-    if node.op == "groupBy":
-        return {"groupBy": _logic_out(p)} if p else {"groupByKey": {}}
-    if node.op in ("count", "toStream"):
-        return {node.op: {}}
-    if node.op == "aggregate":
-        return {"aggregate": {"fn": p["fn"], "expr": p["expr"]}}
-    if node.op == "split":
-        out: dict[str, Any] = {
-            "branches": [{"name": b["name"], "predicate": _logic_out(b["predicate"])} for b in p["branches"]]
-        }
-        if p.get("default"):
-            out["default"] = p["default"]
-        return {"split": out}
-    return {node.op: dict(p)}  # repartition, print
-
-
-def to_manifest_yaml(topology: graph.Topology, *, name: str, spec: Mapping[str, Any] | None = None) -> str:
-    """The topology as a StreamApp manifest."""
-    streams: list[dict[str, Any]] = []
-    entry_of: dict[str, str] = {}  # node → name of the stream whose tail it is (or will be)
-    open_tail: str | None = None  # the tail of the last stream, if steps may still be appended
-    children = {n.name: len(topology.children(n.name)) for n in topology.nodes}
-    for node in topology.nodes:
-        if node.op == "branch":
-            split_entry = entry_of[node.parents[0]]
-            entry_of[node.name] = f"{split_entry}.{node.params['branch']}"
-            open_tail = None
-            continue
-        if node.op == "source":
-            src: dict[str, Any] = {}
-            topics = node.params["topics"]
-            if len(topics) == 1:
-                src["topic"] = topics[0]
-            else:
-                src["topics"] = list(topics)
-            for k in ("keySerde", "valueSerde"):
-                if k in node.params:
-                    src[k] = _serde_out(node.params[k])
-            if "timestamp" in node.params:
-                src["timestamp"] = node.params["timestamp"]
-            streams.append({"name": f"stream-{len(streams)}", "from": src, "steps": []})
-        else:
-            parent = node.parents[0]
-            if parent != open_tail:
-                streams.append(
-                    {"name": f"stream-{len(streams)}", "from": {"stream": entry_of[parent]}, "steps": []}
-                )
-            streams[-1]["steps"].append(_step_out(node, entry_of))
-        entry_of[node.name] = streams[-1]["name"]
-        open_tail = node.name if children[node.name] == 1 and node.op not in _TERMINAL else None
-    topo: dict[str, Any] = {}
-    if topology.application_id:
-        topo["applicationId"] = topology.application_id
-    if topology.latency != "default":
-        topo["latency"] = topology.latency
-    defaults = {
-        k: _serde_out(v)
-        for k, v in (("keySerde", topology.default_key_serde), ("valueSerde", topology.default_value_serde))
-        if v
-    }
-    if defaults:
-        topo["defaults"] = defaults
-    topo["streams"] = [{k: v for k, v in s.items() if k != "steps" or v} for s in streams]
-    doc = {
-        "apiVersion": "streamapp.io/v1alpha1",
-        "kind": "StreamApp",
-        "metadata": {"name": name},
-        "spec": {**(spec or {}), "topology": topo},
-    }
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

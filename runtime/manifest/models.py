@@ -27,19 +27,26 @@ from streamapp.runtime.manifest import base
 from streamapp.runtime.manifest.deployment import Deployment
 
 __all__ = [
+    "AggregateSpec",
+    "Duration",
     "FromSpec",
     "KafkaSpec",
     "LogicSpec",
     "MapSpec",
     "Metadata",
+    "ReduceSpec",
+    "SaslSpec",
+    "SecretKeyRef",
     "SerdeSpec",
     "SplitSpec",
     "Step",
     "StreamApp",
     "StreamAppSpec",
     "StreamSpec",
+    "TlsSpec",
     "ToSpec",
     "TopologySpec",
+    "WindowsSpec",
 ]
 
 
@@ -94,7 +101,10 @@ class SplitSpec(_Model):
 
 class RepartitionSpec(_Model):
     partitions: int | None = pydantic.Field(
-        default=None, ge=1, description="Partition count after the shuffle."
+        default=None, ge=1, description="Partition count after the shuffle (default: unchanged)."
+    )
+    name: str | None = pydantic.Field(
+        default=None, description="Name of the repartition topic (Kafka Streams' Repartitioned.as)."
     )
 
 
@@ -105,6 +115,11 @@ class ToSpec(_Model):
     )
     value_serde: SerdeSpec | None = pydantic.Field(
         default=None, description="Value serde (default: topology defaults)."
+    )
+    partitioner: LogicSpec | None = pydantic.Field(
+        default=None,
+        description="The output partition as an int expression or function over the record "
+        "(default: murmur2 of the key bytes, as Kafka's producer does).",
     )
 
 
@@ -117,17 +132,88 @@ class Empty(_Model):
 
 
 class AggregateSpec(_Model):
-    fn: Literal["sum", "min", "max", "avg", "latest", "collect_list"] = pydantic.Field(
-        description="Aggregate function; latest keeps the value with the highest timestamp."
+    """Either a declarative aggregate (``fn`` of ``expr``) or Python functions (Kafka Streams'
+    initializer, adder and, for grouped tables, subtractor)."""
+
+    fn: Literal["sum", "min", "max", "avg", "latest", "collect_list"] | None = pydantic.Field(
+        default=None,
+        description="Aggregate function; latest keeps the value with the highest timestamp.",
     )
     expr: str = pydantic.Field(
-        default="value", description="What is aggregated (an expression over the record)."
+        default="value", description="What fn aggregates (an expression over the record)."
+    )
+    initializer: str | None = pydantic.Field(
+        default=None, description="Python function 'package.module:function' returning the initial aggregate."
+    )
+    adder: str | None = pydantic.Field(
+        default=None,
+        description="Python function (key, value, aggregate) or (value, aggregate) → the new aggregate.",
+    )
+    subtractor: str | None = pydantic.Field(
+        default=None,
+        description="Grouped tables: Python function removing a key's old value from the aggregate.",
+    )
+    returns: str | None = pydantic.Field(
+        default=None, description="Spark SQL type of the aggregate (with initializer and adder)."
+    )
+
+
+class ReduceSpec(_Model):
+    reducer: str = pydantic.Field(
+        description="Python function 'package.module:function' (aggregate, value) → aggregate; "
+        "the first value of a key is its initial aggregate."
+    )
+    subtractor: str | None = pydantic.Field(
+        default=None, description="Grouped tables: Python function (aggregate, old value) → aggregate."
+    )
+    returns: str | None = pydantic.Field(
+        default=None, description="Spark SQL type of the aggregate (default: the value's type)."
+    )
+
+
+#: A duration: milliseconds, or text such as '500ms', '10s', '5m', '1h', '1d' or ISO-8601 'PT10S'.
+Duration = int | str
+
+
+class HoppingSpec(_Model):
+    size: Duration = pydantic.Field(description="Window size.")
+    advance: Duration = pydantic.Field(description="How far each window starts after the previous one.")
+
+
+class WindowsSpec(_Model):
+    """Exactly one window kind, with its grace period and emit strategy."""
+
+    tumbling: Duration | None = pydantic.Field(
+        default=None, description="Fixed, non-overlapping windows of this size, aligned to the epoch."
+    )
+    hopping: HoppingSpec | None = pydantic.Field(default=None, description="Fixed windows that overlap.")
+    sliding: Duration | None = pydantic.Field(
+        default=None,
+        description="Windows [t - d, t] defined by record timestamps, with this maximum time difference d.",
+    )
+    session: Duration | None = pydantic.Field(
+        default=None, description="Sessions of activity separated by at least this inactivity gap."
+    )
+    grace: Duration = pydantic.Field(
+        default=0,
+        description="How long after its end a window still accepts out-of-order records "
+        "(against stream time, the max timestamp seen); later records are dropped and counted.",
+    )
+    emit: Literal["updates", "final"] = pydantic.Field(
+        default="updates",
+        description="updates: every change of a window (Kafka Streams' default); final: one result "
+        "per window, once it closes.",
     )
 
 
 class Step(_Model):
-    """Exactly one operation."""
+    """Exactly one operation (and optionally the name of its node)."""
 
+    name: str | None = pydantic.Field(
+        default=None,
+        description="Name of this step's node (Kafka Streams' Named.as); default: a generated name "
+        "such as KSTREAM-FILTER-0000000003.",
+    )
     filter: LogicSpec | None = pydantic.Field(default=None, description="Keep records for which this holds.")
     filter_not: LogicSpec | None = pydantic.Field(
         default=None, description="Drop records for which this holds."
@@ -151,15 +237,25 @@ class Step(_Model):
         default=None, description="Group by a new key (then count/aggregate)."
     )
     group_by_key: Empty | None = pydantic.Field(default=None, description="Group by the current key.")
+    windowed_by: WindowsSpec | None = pydantic.Field(
+        default=None, description="Window the grouped stream (then count, aggregate or reduce)."
+    )
     count: Empty | None = pydantic.Field(default=None, description="Records per key, as a table.")
-    aggregate: AggregateSpec | None = pydantic.Field(
-        default=None, description="A declarative aggregate per key."
+    aggregate: AggregateSpec | None = pydantic.Field(default=None, description="An aggregate per key.")
+    reduce: ReduceSpec | None = pydantic.Field(
+        default=None, description="Combine the values of a key with a Python function."
+    )
+    suppress: Literal["untilWindowCloses"] | None = pydantic.Field(
+        default=None, description="A windowed table emits one final result per window, when it closes."
+    )
+    to_table: Empty | None = pydantic.Field(
+        default=None, description="The stream as a table: latest value per key; a null value deletes it."
     )
     to_stream: Empty | None = pydantic.Field(default=None, description="The table's updates as a stream.")
 
     @pydantic.model_validator(mode="after")
     def _one_operation(self) -> Step:
-        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
+        given = [n for n in type(self).model_fields if n != "name" and getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(f"a step has exactly one operation, found {len(given)}")
         return self
@@ -167,7 +263,7 @@ class Step(_Model):
     def operation(self) -> tuple[str, Any]:
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
-            if value is not None:
+            if value is not None and name != "name":
                 return (field.alias or name), value
         raise AssertionError("validated step without an operation")
 
@@ -184,6 +280,12 @@ class FromSpec(_Model):
         default=None,
         description="Event time: an expression giving epoch "
         "milliseconds, e.g. 'value.ts' (default: the record timestamp).",
+    )
+    as_: Literal["stream", "table", "globalTable"] = pydantic.Field(
+        default="stream",
+        alias="as",
+        description="Read the topics as a KStream (default) or as a table (latest value per key; a "
+        "null value deletes the key); globalTable is reserved for joins and not accepted yet.",
     )
 
 
@@ -207,9 +309,42 @@ class TopologySpec(_Model):
     streams: list[StreamSpec] = pydantic.Field(min_length=1, description="The streams of the topology.")
 
 
+class SecretKeyRef(_Model):
+    """One key of a Kubernetes Secret in the app's namespace (credentials never sit in the spec)."""
+
+    name: str = pydantic.Field(description="Name of the Secret.")
+    key: str = pydantic.Field(description="Key within the Secret's data.")
+
+
+class TlsSpec(_Model):
+    ca: SecretKeyRef | None = pydantic.Field(
+        default=None, description="CA certificate (PEM) that signs the brokers' certificates."
+    )
+    certificate: SecretKeyRef | None = pydantic.Field(
+        default=None, description="Client certificate (PEM) for mutual TLS."
+    )
+    private_key: SecretKeyRef | None = pydantic.Field(
+        default=None, description="Private key (PEM) of the client certificate."
+    )
+
+
+class SaslSpec(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = pydantic.Field(
+        description="SASL mechanism the brokers expect."
+    )
+    username: SecretKeyRef = pydantic.Field(description="Secret key holding the user name.")
+    password: SecretKeyRef = pydantic.Field(description="Secret key holding the password.")
+
+
 class KafkaSpec(_Model):
     bootstrap_servers: str | None = pydantic.Field(
         default=None, description="host:port[,host:port]; omitted locally: an embedded broker is started."
+    )
+    tls: TlsSpec | None = pydantic.Field(
+        default=None, description="Connect over TLS; certificates come from Secrets."
+    )
+    sasl: SaslSpec | None = pydantic.Field(
+        default=None, description="SASL authentication; credentials come from Secrets."
     )
 
 
@@ -225,14 +360,20 @@ class StreamAppSpec(_Model):
 
 
 class Metadata(pydantic.BaseModel):
+    """Kubernetes object metadata; fields other than these (labels, uid, …) are kept as they are."""
+
     model_config = pydantic.ConfigDict(extra="allow")
     name: str = pydantic.Field(description="The app's name.")
-    namespace: str | None = None
+    namespace: str | None = pydantic.Field(default=None, description="The app's namespace.")
 
 
 class StreamApp(_Model):
+    """The whole custom resource, as ``kubectl apply`` and ``streamapp run`` read it."""
+
     api_version: Literal["streamapp.io/v1alpha1"] = pydantic.Field(description="streamapp.io/v1alpha1")
     kind: Literal["StreamApp"] = pydantic.Field(description="StreamApp")
-    metadata: Metadata
-    spec: StreamAppSpec
-    status: dict[str, Any] | None = None
+    metadata: Metadata = pydantic.Field(description="Kubernetes object metadata (name, namespace, …).")
+    spec: StreamAppSpec = pydantic.Field(description="What the app processes and how it runs.")
+    status: dict[str, Any] | None = pydantic.Field(
+        default=None, description="Written by the operator; ignored when a manifest is loaded."
+    )

@@ -23,6 +23,8 @@ from pyspark.sql import functions as F
 from streamapp.runtime import errors
 from streamapp.runtime.spark import codecs, frames, runner, sink
 from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import nodes as nd
+from streamapp.runtime.topology.nodes import logic_params
 
 __all__ = ["Compiled", "compile_topology", "resolve_function"]
 
@@ -35,6 +37,9 @@ class Compiled:
     trigger: runner.Trigger
     output_mode: str = "append"
     prints: bool = False  # has `print` steps: the sink must print (and skip) their rows
+    #: windowed aggregation node → Spark accumulator of record-window contributions dropped as
+    #: late (beyond grace); the runner reports them as a metric.
+    late: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def resolve_function(ref: str) -> Callable[..., Any]:
@@ -63,12 +68,32 @@ def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
     return F.coalesce(frame.evaluate(_logic(params), default_type="boolean"), F.lit(False))
 
 
+#: Nodes Spark's built-in aggregation cannot run with Kafka Streams' semantics: they run on the
+#: stateful engine (transformWithStateInPandas), and then so does every aggregation of the app.
+def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
+    if isinstance(node, nd.Source):
+        return node.table
+    if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce)):
+        return True
+    if isinstance(node, (nd.Count, nd.Aggregate)):
+        return (
+            node.windows is not None
+            or (isinstance(node, nd.Aggregate) and node.fn is None)
+            or topology.kind(node.parents[0]) == graph.GROUPED_TABLE
+        )
+    return False
+
+
 class _Compiler:
     def __init__(self, topology: graph.Topology, read: Reader) -> None:
         self.topology = topology
         self.read = read
         self.frames: dict[str, frames.RecordFrame] = {}
         self.outputs: list[DataFrame] = []
+        self.engine = any(_needs_engine(topology, n) for n in topology.nodes)
+        self.late: dict[str, Any] = {}
+        #: per table node, the changelog frame a KTable groupBy re-aggregates
+        self.tables: dict[str, frames.RecordFrame] = {}
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:
@@ -89,8 +114,105 @@ class _Compiler:
     def _parent(self, node: graph.Node, index: int = 0) -> frames.RecordFrame:
         return self.frames[node.parents[index]]
 
+    def _stateful(self, node: graph.Node) -> frames.RecordFrame | None:
+        """Tables, windows and engine aggregations; None for the nodes :meth:`_node` compiles."""
+        from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415 - only stateful apps
+
+        kind = self.topology.kind(node.parents[0]) if node.parents else graph.STREAM
+        if isinstance(node, nd.ToTable):
+            return ops.table(self._parent(node))
+        if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and kind == graph.TABLE:
+            return self._table_step(node)
+        if isinstance(node, nd.GroupBy) and kind == graph.TABLE:
+            return self._parent(node)  # the aggregation re-keys the table's changelog
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce)) and (self.engine or node.windows):
+            return self._engine_aggregate(node, emit=node.emit)
+        if isinstance(node, nd.Suppress):
+            agg = self.topology.node(node.parents[0])
+            assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce))
+            return self._engine_aggregate(agg, emit="final", late=False)
+        return None
+
+    def _table_step(self, node: nd.Filter | nd.FilterNot | nd.MapValues) -> frames.RecordFrame:
+        """KTable filter/mapValues on a changelog: a key whose value fails the filter is deleted
+        (tombstone); tombstones pass through untouched and never reach user logic."""
+        parent = self._parent(node)
+        present = frames.RecordFrame(parent.df.where(F.col("value").isNotNull()))
+        deleted = parent.df.where(F.col("value").isNull())
+        if isinstance(node, nd.MapValues):
+            mapped = present.map_values(_logic(logic_params(node.mapper)))
+            value_type = mapped.df.schema["value"].dataType
+            return frames.RecordFrame(
+                mapped.df.unionByName(deleted.withColumn("value", F.lit(None).cast(value_type)))
+            )
+        keep = _condition(present, logic_params(node.predicate))
+        keep = ~keep if isinstance(node, nd.FilterNot) else keep
+        filtered = present._with(value=F.when(keep, F.col("value")))
+        return frames.RecordFrame(filtered.df.unionByName(deleted))
+
+    def _aggregator(self, node: nd.Count | nd.Aggregate | nd.Reduce, frame: frames.RecordFrame) -> Any:
+        from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
+
+        if isinstance(node, nd.Count):
+            return aggregation.count()
+        if isinstance(node, nd.Reduce):
+            returns = node.returns or frame.df.schema["value"].dataType.simpleString()
+            sub = resolve_function(node.subtractor.ref) if node.subtractor else None
+            return aggregation.reduce(resolve_function(node.reducer.ref), value_type=returns, subtractor=sub)
+        if node.fn is not None:
+            value_type = frame.df.select(F.expr(node.expr)).schema[0].dataType.simpleString()
+            return aggregation.declarative(node.fn, value_type)
+        assert node.initializer is not None and node.adder is not None and node.returns is not None
+        return aggregation.aggregate(
+            resolve_function(node.initializer.ref),
+            resolve_function(node.adder.ref),
+            subtractor=resolve_function(node.subtractor.ref) if node.subtractor else None,
+            value_type=node.returns,
+        )
+
+    def _engine_aggregate(
+        self, node: nd.Count | nd.Aggregate | nd.Reduce, *, emit: str, late: bool = True
+    ) -> frames.RecordFrame:
+        from streamapp.runtime.spark.stateful import ops, windows  # noqa: PLC0415
+
+        grouped = self.topology.node(node.parents[0])
+        assert isinstance(grouped, nd.GroupBy)
+        frame = self._parent(node)
+        value = node.expr if isinstance(node, nd.Aggregate) and node.fn is not None else None
+        aggregator = self._aggregator(node, frame)
+        if self.topology.kind(grouped.name) == graph.GROUPED_TABLE:
+            assert grouped.selector is not None
+            return ops.table_aggregate(frame, aggregator, key=_logic(logic_params(grouped.selector)))
+        if node.windows is None:
+            return ops.aggregate(frame, aggregator, value=value)
+        if self._rekeyed(grouped):
+            # Kafka Streams' repartition topic: all records of a key in one task (one stream time).
+            partitions = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
+            frame = ops.repartition_by_key(frame, partitions)
+        w = node.windows
+        spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
+        counter = None
+        if late:
+            counter = frame.df.sparkSession.sparkContext.accumulator(0)
+            self.late[node.name] = counter
+        result = ops.windowed_aggregate(frame, spec, aggregator, emit=emit, value=value, late_counter=counter)
+        return result.table
+
+    def _rekeyed(self, node: nd.Node) -> bool:
+        """Whether the key may have changed since the source (then records of a key can sit in
+        different input partitions, and Kafka Streams would repartition)."""
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)) or (
+            isinstance(node, nd.GroupBy) and node.selector is not None
+        ):
+            return True
+        return any(self._rekeyed(self.topology.node(p)) for p in node.parents)
+
     def _node(self, node: graph.Node) -> None:
         op, p = node.op, node.params
+        stateful = self._stateful(node)
+        if stateful is not None:
+            self.frames[node.name] = stateful
+            return
         if op == "source":
             key, value = self.topology.key_serde(node), self.topology.value_serde(node)
             frame = frames.RecordFrame.from_kafka(
@@ -102,6 +224,10 @@ class _Compiler:
             )
             if "timestamp" in p:
                 frame = frame._with(timestamp=F.timestamp_millis(F.expr(p["timestamp"]).cast("bigint")))
+            if isinstance(node, nd.Source) and node.table:
+                from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
+
+                frame = ops.table(frame)
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):
             parent = self._parent(node)
@@ -136,7 +262,7 @@ class _Compiler:
             self.frames[node.name] = frames.RecordFrame(grouped.df.where(F.col("key").isNotNull()))
         elif op in ("count", "aggregate"):
             self.frames[node.name] = self._aggregate(node)
-        elif op in ("split", "toStream"):
+        elif op in ("split", "toStream", "suppress"):
             self.frames[node.name] = self._parent(node)
         elif op == "branch":
             self.frames[node.name] = self._branch(node)
@@ -191,19 +317,44 @@ class _Compiler:
             earlier = earlier | condition
         return frames.RecordFrame(parent.df.where(~earlier))  # the default branch
 
+    def _sink_key(self, node: graph.Node, frame: frames.RecordFrame) -> Column:
+        key = self.topology.key_serde(node)
+        if self.topology.windowed(node.parents[0]):
+            if key.name in ("string", "bytes"):
+                from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
+
+                return ops.windowed_key_text(F.col("key")).cast("binary")
+            if key.name != "json":
+                raise errors.TopologyError(
+                    f"{node.name}{f' ({node.path})' if node.path else ''}: a windowed key "
+                    f"(key, window start, window end) is written with keySerde string or json, not {key.name}"
+                )
+        return codecs.encode(F.col("key"), key.name, schema=_struct_hint(frame, "key", key.schema))
+
     def _sink_rows(self, node: graph.Node) -> DataFrame:
         frame = self._parent(node)
-        key, value = self.topology.key_serde(node), self.topology.value_serde(node)
+        value = self.topology.value_serde(node)
         return frame.df.select(
-            codecs.encode(F.col("key"), key.name, schema=_struct_hint(frame, "key", key.schema)).alias("key"),
+            self._sink_key(node, frame).alias("key"),
             codecs.encode(
                 F.col("value"), value.name, schema=_struct_hint(frame, "value", value.schema)
             ).alias("value"),
             F.col("headers"),
             F.lit(node.params["topic"]).alias("topic"),
             F.col("timestamp"),
-            F.lit(None).cast("int").alias("partition"),
+            self._partition(node, frame).alias("partition"),
         )
+
+    def _partition(self, node: graph.Node, frame: frames.RecordFrame) -> Column:
+        """The target partition: the sink's partitioner, else null (the producer's murmur2 of the key).
+
+        A partitioner may return any int; it is taken modulo nothing — a partition the topic does
+        not have fails the batch with the producer's error, as Kafka Streams would.
+        """
+        partitioner = node.params.get("partitioner")
+        if partitioner is None:
+            return F.lit(None).cast("int")
+        return frame.evaluate(_logic(partitioner), default_type="int").cast("int")
 
     def _print_rows(self, node: graph.Node) -> DataFrame:
         """Rows the sink prints on the driver's stdout instead of producing (see sink.PRINT_PREFIX)."""
@@ -227,10 +378,15 @@ def _struct_hint(frame: frames.RecordFrame, column: str, schema: str | None) -> 
 def compile_topology(topology: graph.Topology, *, read: Reader) -> Compiled:
     """Compile ``topology``; ``read(topics)`` returns Kafka-shaped rows for those topics."""
     kind, _why = topology.trigger()
-    stateful = any(n.op in graph.STATEFUL_OPS for n in topology.nodes)
+    compiler = _Compiler(topology, read)
+    plan = compiler.compile()
+    # Spark's built-in aggregation emits table updates in update mode; the stateful engine emits
+    # changelog rows in append mode (and then runs every aggregation of the app).
+    native_stateful = topology.stateful() and not compiler.engine
     return Compiled(
-        plan=_Compiler(topology, read).compile(),
+        plan=plan,
         trigger=runner.Trigger(kind=kind),
-        output_mode="update" if stateful else "append",
+        output_mode="update" if native_stateful else "append",
         prints=any(n.op == "print" for n in topology.nodes),
+        late=compiler.late,
     )

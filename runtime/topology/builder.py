@@ -7,49 +7,44 @@
 Every call adds one node and returns a new stream object; nothing touches Spark. User logic is a
 Spark SQL expression (a string), a module-level Python function, or ``Function("pkg.mod:fn")``.
 Functions are recorded by import path so a topology can be written out as YAML and loaded again.
+As with Kafka Streams' ``Named.as(...)``, every operation takes an optional ``name=`` that replaces
+the generated node name (the counter still advances, so later generated names do not shift).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import durations, graph, nodes, validate
 
 __all__ = [
     "BranchedKStream",
-    "Function",
     "KGroupedStream",
+    "KGroupedTable",
     "KStream",
     "KTable",
     "Logic",
+    "SessionWindows",
+    "SlidingWindows",
     "StreamsBuilder",
-    "logic_params",
+    "TimeWindows",
+    "WindowedKStream",
+    "to_logic",
 ]
 
-
-@dataclasses.dataclass(frozen=True)
-class Function:
-    """A Python function by import path, ``"package.module:function"``; ``returns`` is its Spark type."""
-
-    ref: str
-    returns: str | None = None
+#: What a user may pass as logic: an expression, ``Function(...)`` or a module-level callable.
+Logic = str | nodes.Function | Callable[..., Any]
 
 
-Logic = str | Function | Callable[..., Any]
-
-
-def logic_params(logic: Logic, *, returns: str | None = None) -> dict[str, Any]:
-    """User logic as graph parameters: ``{"expr": ...}`` or ``{"function": ..., "returns": ...}``."""
+def to_logic(logic: Logic, *, returns: str | None = None) -> nodes.Logic:
+    """User logic as a graph value; a callable is recorded by its import path ``module:qualname``."""
     if isinstance(logic, str):
-        return {"expr": logic}
-    if isinstance(logic, Function):
-        out: dict[str, Any] = {"function": logic.ref}
-        if logic.returns or returns:
-            out["returns"] = logic.returns or returns
-        return out
+        return nodes.Expr(logic)
+    if isinstance(logic, nodes.Function):
+        return logic if logic.returns or not returns else nodes.Function(logic.ref, returns)
     if callable(logic):
         qualname = getattr(logic, "__qualname__", "")
         module = getattr(logic, "__module__", None)
@@ -58,10 +53,7 @@ def logic_params(logic: Logic, *, returns: str | None = None) -> dict[str, Any]:
                 f"{qualname or logic!r} cannot be referenced by import path: use a module-level "
                 "function (a lambda or a nested function cannot be written to a manifest)"
             )
-        out = {"function": f"{module}:{qualname}"}
-        if returns:
-            out["returns"] = returns
-        return out
+        return nodes.Function(f"{module}:{qualname}", returns)
     raise errors.TopologyError(
         f"user logic must be an expression, a function or Function(...), not {logic!r}"
     )
@@ -78,16 +70,22 @@ class StreamsBuilder:
         latency: str = "default",
         application_id: str | None = None,
     ) -> None:
-        self._nodes: list[graph.Node] = []
+        if latency not in ("default", "low"):
+            raise errors.TopologyError(f"latency is 'default' or 'low', not {latency!r}")
+        self._nodes: list[nodes.Node] = []
         self.default_key_serde = default_key_serde
         self.default_value_serde = default_value_serde
         self.latency = latency
         self.application_id = application_id
 
-    def _add(self, op: str, parents: tuple[str, ...], params: Mapping[str, Any]) -> str:
-        name = graph.node_name(op, len(self._nodes))
-        self._nodes.append(graph.Node(name=name, op=op, parents=parents, params=dict(params)))
-        return name
+    def _add(
+        self, node_type: type[nodes.Node], parents: tuple[str, ...], name: str | None, **fields: Any
+    ) -> str:
+        node_name = name or node_type.generated_name(len(self._nodes))
+        if any(n.name == node_name for n in self._nodes):
+            raise errors.TopologyError(f"a node named {node_name!r} already exists; names must be unique")
+        self._nodes.append(node_type(name=node_name, parents=parents, **fields))
+        return node_name
 
     def stream(
         self,
@@ -98,29 +96,58 @@ class StreamsBuilder:
         timestamp: str | None = None,
     ) -> KStream:
         """A KStream of one or more topics; ``timestamp`` is an expression giving event time (ms)."""
-        params: dict[str, Any] = {"topics": [topics] if isinstance(topics, str) else list(topics)}
-        if key_serde:
-            params["keySerde"] = key_serde
-        if value_serde:
-            params["valueSerde"] = value_serde
-        if timestamp:
-            params["timestamp"] = timestamp
-        return KStream(self, self._add("source", (), params))
+        node = self._add(
+            nodes.Source,
+            (),
+            None,
+            topics=(topics,) if isinstance(topics, str) else tuple(topics),
+            key_serde=key_serde,
+            value_serde=value_serde,
+            timestamp=timestamp,
+        )
+        return KStream(self, node)
 
-    def build(self) -> graph.Topology:
-        return graph.Topology(
+    def table(
+        self,
+        topics: str | list[str],
+        *,
+        key_serde: serdes.Serde | None = None,
+        value_serde: serdes.Serde | None = None,
+        timestamp: str | None = None,
+    ) -> KTable:
+        """A KTable of a changelog topic: the latest value per key; a null value deletes the key."""
+        node = self._add(
+            nodes.Source,
+            (),
+            None,
+            topics=(topics,) if isinstance(topics, str) else tuple(topics),
+            key_serde=key_serde,
+            value_serde=value_serde,
+            timestamp=timestamp,
+            table=True,
+        )
+        return KTable(self, node)
+
+    def build(self, *, check: bool = True) -> graph.Topology:
+        """The topology; with ``check``, every problem (bad expression, missing serde…) raises at once."""
+        topology = graph.Topology(
             nodes=tuple(self._nodes),
             default_key_serde=self.default_key_serde,
             default_value_serde=self.default_value_serde,
             latency=self.latency,
             application_id=self.application_id,
         )
+        if check and (problems := validate.validate_topology(topology)):
+            raise errors.TopologyError(
+                "the topology is invalid:\n" + "\n".join(f"  {p}" for p in problems), problems=problems
+            )
+        return topology
 
     def to_manifest(self, name: str, **spec: Any) -> str:
         """The topology as a StreamApp manifest (YAML); loading it gives an equal graph."""
-        from streamapp.runtime.manifest import convert  # noqa: PLC0415 - manifest builds on topology
+        from streamapp.runtime.manifest import emit  # noqa: PLC0415 - manifest builds on topology
 
-        return convert.to_manifest_yaml(self.build(), name=name, spec=spec)
+        return emit.to_manifest_yaml(self.build(), name=name, spec=spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,85 +157,237 @@ class KStream:
     builder: StreamsBuilder
     node: str
 
-    def _then(self, op: str, params: Mapping[str, Any], *others: KStream) -> KStream:
+    def _then(
+        self, node_type: type[nodes.Node], name: str | None, *others: KStream, **fields: Any
+    ) -> KStream:
         parents = (self.node, *(o.node for o in others))
-        return KStream(self.builder, self.builder._add(op, parents, params))
+        return KStream(self.builder, self.builder._add(node_type, parents, name, **fields))
 
-    def filter(self, predicate: Logic) -> KStream:
-        return self._then("filter", logic_params(predicate, returns="boolean"))
+    def filter(self, predicate: Logic, *, name: str | None = None) -> KStream:
+        return self._then(nodes.Filter, name, predicate=to_logic(predicate, returns="boolean"))
 
-    def filter_not(self, predicate: Logic) -> KStream:
-        return self._then("filterNot", logic_params(predicate, returns="boolean"))
+    def filter_not(self, predicate: Logic, *, name: str | None = None) -> KStream:
+        return self._then(nodes.FilterNot, name, predicate=to_logic(predicate, returns="boolean"))
 
-    def map_values(self, mapper: Logic, *, returns: str | None = None) -> KStream:
-        return self._then("mapValues", logic_params(mapper, returns=returns))
+    def map_values(self, mapper: Logic, *, returns: str | None = None, name: str | None = None) -> KStream:
+        return self._then(nodes.MapValues, name, mapper=to_logic(mapper, returns=returns))
 
-    def flat_map_values(self, mapper: Logic, *, returns: str | None = None) -> KStream:
-        return self._then("flatMapValues", logic_params(mapper, returns=returns))
+    def flat_map_values(
+        self, mapper: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KStream:
+        return self._then(nodes.FlatMapValues, name, mapper=to_logic(mapper, returns=returns))
 
-    def select_key(self, mapper: Logic, *, returns: str | None = None) -> KStream:
-        return self._then("selectKey", logic_params(mapper, returns=returns))
+    def select_key(self, mapper: Logic, *, returns: str | None = None, name: str | None = None) -> KStream:
+        return self._then(nodes.SelectKey, name, mapper=to_logic(mapper, returns=returns))
 
-    def map(self, key: Logic, value: Logic) -> KStream:
+    def map(self, key: Logic, value: Logic, *, name: str | None = None) -> KStream:
         """New key and value per record (two pieces of logic, each over the input record)."""
-        return self._then("map", {"key": logic_params(key), "value": logic_params(value)})
+        return self._then(nodes.Map, name, key=to_logic(key), value=to_logic(value))
 
-    def flat_map(self, mapper: Logic, *, returns: str | None = None) -> KStream:
+    def flat_map(self, mapper: Logic, *, returns: str | None = None, name: str | None = None) -> KStream:
         """``mapper`` returns an array of ``struct(key, value)``; one record per element."""
-        return self._then("flatMap", logic_params(mapper, returns=returns))
+        return self._then(nodes.FlatMap, name, mapper=to_logic(mapper, returns=returns))
 
-    def peek(self, action: Logic) -> KStream:
-        return self._then("peek", logic_params(action))
+    def peek(self, action: Logic, *, name: str | None = None) -> KStream:
+        return self._then(nodes.Peek, name, action=to_logic(action))
 
-    def merge(self, *others: KStream) -> KStream:
-        return self._then("merge", {}, *others)
+    def merge(self, *others: KStream, name: str | None = None) -> KStream:
+        return self._then(nodes.Merge, name, *others)
 
-    def repartition(self, *, partitions: int | None = None) -> KStream:
-        return self._then("repartition", {"partitions": partitions} if partitions else {})
+    def repartition(
+        self, *, partitions: int | None = None, topic_name: str | None = None, name: str | None = None
+    ) -> KStream:
+        """Shuffle by key; ``topic_name`` is Kafka Streams' ``Repartitioned.as`` (the topic's name)."""
+        if partitions is not None and partitions < 1:
+            raise errors.TopologyError(f"repartition needs at least 1 partition, not {partitions}")
+        return self._then(nodes.Repartition, name, partitions=partitions, repartition_name=topic_name)
 
-    def group_by(self, selector: Logic, *, returns: str | None = None) -> KGroupedStream:
+    def group_by(
+        self, selector: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KGroupedStream:
         """Group by a new key (records whose new key is null are dropped, as in Kafka Streams)."""
-        return KGroupedStream(
-            self.builder, self.builder._add("groupBy", (self.node,), logic_params(selector, returns=returns))
-        )
+        grouped = self._then(nodes.GroupBy, name, selector=to_logic(selector, returns=returns))
+        return KGroupedStream(self.builder, grouped.node)
 
-    def group_by_key(self) -> KGroupedStream:
-        return KGroupedStream(self.builder, self.builder._add("groupBy", (self.node,), {}))
+    def group_by_key(self, *, name: str | None = None) -> KGroupedStream:
+        return KGroupedStream(self.builder, self._then(nodes.GroupBy, name).node)
 
-    def split(self) -> BranchedKStream:
-        return BranchedKStream(self, [], None)
+    def split(self, *, name: str | None = None) -> BranchedKStream:
+        return BranchedKStream(self, (), name)
+
+    def to_table(self, *, name: str | None = None) -> KTable:
+        """The stream as a table: the latest value per key; a null value deletes the key."""
+        return KTable(self.builder, self._then(nodes.ToTable, name).node)
 
     def to(
-        self, topic: str, *, key_serde: serdes.Serde | None = None, value_serde: serdes.Serde | None = None
+        self,
+        topic: str,
+        *,
+        key_serde: serdes.Serde | None = None,
+        value_serde: serdes.Serde | None = None,
+        partitioner: Logic | None = None,
+        name: str | None = None,
     ) -> None:
-        params: dict[str, Any] = {"topic": topic}
-        if key_serde:
-            params["keySerde"] = key_serde
-        if value_serde:
-            params["valueSerde"] = value_serde
-        self._then("to", params)
+        """Write to ``topic``; ``partitioner`` gives the partition (default: murmur2 of the key bytes)."""
+        self._then(
+            nodes.Sink,
+            name,
+            topic=topic,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            partitioner=None if partitioner is None else to_logic(partitioner, returns="int"),
+        )
 
-    def print(self, *, label: str | None = None) -> None:
-        self._then("print", {"label": label} if label else {})
+    def print(self, *, label: str | None = None, name: str | None = None) -> None:
+        self._then(nodes.Print, name, label=label)
+
+
+def _function(logic: Logic | None, what: str) -> nodes.Function | None:
+    if logic is None:
+        return None
+    converted = to_logic(logic)
+    if not isinstance(converted, nodes.Function):
+        raise errors.TopologyError(f"the {what} must be a Python function, not the expression {logic!r}")
+    return converted
+
+
+def _durations(**values: Any) -> dict[str, int]:
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = durations.to_ms(value)
+        except ValueError as err:
+            raise errors.TopologyError(f"{name}: {err}") from None
+    return out
+
+
+class TimeWindows:
+    """Kafka Streams' TimeWindows: ``of_size_and_grace(size, grace)`` (tumbling), then
+    ``.advance_by(advance)`` for hopping windows. Durations: ms, ``"10s"`` or timedelta."""
+
+    @staticmethod
+    def of_size_and_grace(size: Any, grace: Any) -> nodes.Windows:
+        d = _durations(size=size, grace=grace)
+        return nodes.Windows("tumbling", d["size"], d["size"], d["grace"])
+
+    @staticmethod
+    def of_size_with_no_grace(size: Any) -> nodes.Windows:
+        return TimeWindows.of_size_and_grace(size, 0)
+
+
+class SlidingWindows:
+    """Kafka Streams' SlidingWindows: windows ``[t - d, t]`` defined by record timestamps."""
+
+    @staticmethod
+    def of_time_difference_and_grace(time_difference: Any, grace: Any) -> nodes.Windows:
+        d = _durations(time_difference=time_difference, grace=grace)
+        return nodes.Windows("sliding", d["time_difference"], 0, d["grace"])
+
+
+class SessionWindows:
+    """Kafka Streams' SessionWindows: activity separated by at least ``gap``."""
+
+    @staticmethod
+    def of_inactivity_gap_and_grace(gap: Any, grace: Any) -> nodes.Windows:
+        d = _durations(gap=gap, grace=grace)
+        return nodes.Windows("session", d["gap"], 0, d["grace"])
 
 
 @dataclasses.dataclass(frozen=True)
-class KGroupedStream:
-    """Records grouped by key, ready to aggregate into a :class:`KTable`."""
+class _Aggregations:
+    """count / aggregate / reduce, shared by grouped streams, windowed streams and grouped tables."""
 
     builder: StreamsBuilder
     node: str
 
-    def count(self) -> KTable:
-        return KTable(self.builder, self.builder._add("count", (self.node,), {}))
+    def _window(self) -> dict[str, Any]:
+        return {}
 
-    def aggregate(self, fn: str, expr: str = "value") -> KTable:
-        """A declarative aggregate per key: sum, min, max, avg, latest or collect_list of ``expr``."""
-        if fn not in graph.AGGREGATE_FUNCTIONS:
-            raise errors.TopologyError(
-                f"unknown aggregate {fn!r}; expected one of {', '.join(graph.AGGREGATE_FUNCTIONS)}"
-            )
-        return KTable(self.builder, self.builder._add("aggregate", (self.node,), {"fn": fn, "expr": expr}))
+    def _table(self, node_type: type[nodes.Node], name: str | None, **fields: Any) -> KTable:
+        return KTable(
+            self.builder, self.builder._add(node_type, (self.node,), name, **fields, **self._window())
+        )
+
+    def count(self, *, name: str | None = None) -> KTable:
+        return self._table(nodes.Count, name)
+
+    def aggregate(
+        self,
+        initializer: Logic | str,
+        adder: Logic | str = "value",
+        subtractor: Logic | None = None,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Kafka Streams' ``aggregate(initializer, adder[, subtractor])`` with Python functions
+        (``returns``: the aggregate's Spark type), or a declarative aggregate:
+        ``aggregate("sum", "length(value)")`` — sum, min, max, avg, latest or collect_list."""
+        if isinstance(initializer, str) and ":" not in initializer:
+            if initializer not in graph.AGGREGATE_FUNCTIONS:
+                raise errors.TopologyError(
+                    f"unknown aggregate {initializer!r}; "
+                    f"expected one of {', '.join(graph.AGGREGATE_FUNCTIONS)}"
+                )
+            if not isinstance(adder, str):
+                raise errors.TopologyError(
+                    f"a declarative {initializer} aggregates an expression, not {adder!r}"
+                )
+            return self._table(nodes.Aggregate, name, fn=initializer, expr=adder)
+        init = _function(
+            nodes.Function(initializer) if isinstance(initializer, str) else initializer, "initializer"
+        )
+        add = _function(nodes.Function(adder) if isinstance(adder, str) and ":" in adder else adder, "adder")
+        return self._table(
+            nodes.Aggregate, name, initializer=init, adder=add,
+            subtractor=_function(subtractor, "subtractor"), returns=returns,
+        )  # fmt: skip
+
+    def reduce(
+        self,
+        reducer: Logic,
+        subtractor: Logic | None = None,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Combine a key's values with ``reducer(aggregate, value)``; the first value starts it."""
+        fn = _function(reducer, "reducer")
+        assert fn is not None
+        return self._table(
+            nodes.Reduce, name, reducer=fn, subtractor=_function(subtractor, "subtractor"), returns=returns
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class KGroupedStream(_Aggregations):
+    """Records grouped by key, ready to aggregate into a :class:`KTable` (or to window first)."""
+
+    def windowed_by(self, windows: nodes.Windows) -> WindowedKStream:
+        """Aggregate per key and window (TimeWindows, SlidingWindows or SessionWindows)."""
+        return WindowedKStream(self.builder, self.node, windows)
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowedKStream(_Aggregations):
+    """A grouped stream with windows; its aggregations are tables keyed by (key, window)."""
+
+    windows: nodes.Windows = dataclasses.field(default_factory=lambda: nodes.Windows("tumbling", 1))
+    emit: str = "updates"
+
+    def _window(self) -> dict[str, Any]:
+        return {"windows": self.windows, "emit": self.emit}
+
+    def emit_strategy(self, emit: str) -> WindowedKStream:
+        """``"updates"`` (every change, the default) or ``"final"`` (once per window, when it closes)."""
+        if emit not in nodes.EMITS:
+            raise errors.TopologyError(f"emit is one of {', '.join(nodes.EMITS)}, not {emit!r}")
+        return dataclasses.replace(self, emit=emit)
+
+
+@dataclasses.dataclass(frozen=True)
+class KGroupedTable(_Aggregations):
+    """A table regrouped by a new key: aggregations add a key's new value and subtract its old one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,32 +397,67 @@ class KTable:
     builder: StreamsBuilder
     node: str
 
-    def to_stream(self) -> KStream:
-        return KStream(self.builder, self.builder._add("toStream", (self.node,), {}))
+    def _then(self, node_type: type[nodes.Node], name: str | None, **fields: Any) -> str:
+        return self.builder._add(node_type, (self.node,), name, **fields)
+
+    def filter(self, predicate: Logic, *, name: str | None = None) -> KTable:
+        """Keys whose value fails ``predicate`` are deleted (a tombstone is emitted)."""
+        return KTable(
+            self.builder, self._then(nodes.Filter, name, predicate=to_logic(predicate, returns="boolean"))
+        )
+
+    def filter_not(self, predicate: Logic, *, name: str | None = None) -> KTable:
+        pred = to_logic(predicate, returns="boolean")
+        return KTable(self.builder, self._then(nodes.FilterNot, name, predicate=pred))
+
+    def map_values(self, mapper: Logic, *, returns: str | None = None, name: str | None = None) -> KTable:
+        return KTable(
+            self.builder, self._then(nodes.MapValues, name, mapper=to_logic(mapper, returns=returns))
+        )
+
+    def group_by(
+        self, selector: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KGroupedTable:
+        """Regroup by a new key (Kafka Streams' KTable.groupBy with a key selector)."""
+        return KGroupedTable(
+            self.builder, self._then(nodes.GroupBy, name, selector=to_logic(selector, returns=returns))
+        )
+
+    def suppress(self, *, name: str | None = None) -> KTable:
+        """``suppress(Suppressed.untilWindowCloses(...))``: one final result per window."""
+        return KTable(self.builder, self._then(nodes.Suppress, name))
+
+    def to_stream(self, *, name: str | None = None) -> KStream:
+        return KStream(self.builder, self._then(nodes.ToStream, name))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class BranchedKStream:
     """``stream.split().branch(pred, "name").default_branch("rest")`` → dict of named streams.
 
-    As in Kafka Streams, a record goes to the first branch whose predicate holds.
+    As in Kafka Streams, a record goes to the first branch whose predicate holds; records that
+    match no branch go to the default branch, or are dropped by ``no_default_branch()``. Nothing
+    is added to the graph until one of those two is called.
     """
 
     stream: KStream
-    branches: list[tuple[str, Logic]]
-    default: str | None
+    branches: tuple[tuple[str, Logic], ...]
+    name: str | None = None
 
     def branch(self, predicate: Logic, name: str) -> BranchedKStream:
-        return BranchedKStream(self.stream, [*self.branches, (name, predicate)], self.default)
+        if any(name == n for n, _ in self.branches):
+            raise errors.TopologyError(f"a branch named {name!r} already exists in this split")
+        return BranchedKStream(self.stream, (*self.branches, (name, predicate)), self.name)
 
     def default_branch(self, name: str = "default") -> dict[str, KStream]:
-        return BranchedKStream(self.stream, self.branches, name).no_default_branch()
+        return self._close(name)
 
     def no_default_branch(self) -> dict[str, KStream]:
+        return self._close(None)
+
+    def _close(self, default: str | None) -> dict[str, KStream]:
         builder = self.stream.builder
-        spec = [{"name": n, "predicate": logic_params(p, returns="boolean")} for n, p in self.branches]
-        split = builder._add("split", (self.stream.node,), {"branches": spec, "default": self.default})
-        out: dict[str, KStream] = {}
-        for name in [n for n, _ in self.branches] + ([self.default] if self.default else []):
-            out[name] = KStream(builder, builder._add("branch", (split,), {"branch": name}))
-        return out
+        spec = tuple(nodes.Branch(n, to_logic(p, returns="boolean")) for n, p in self.branches)
+        split = builder._add(nodes.Split, (self.stream.node,), self.name, branches=spec, default=default)
+        names = [n for n, _ in self.branches] + ([default] if default else [])
+        return {n: KStream(builder, builder._add(nodes.BranchChild, (split,), None, branch=n)) for n in names}

@@ -1,138 +1,147 @@
 """The logical topology: the one graph both the YAML manifest and the Python builder produce.
 
-Nodes know nothing about Spark. Each has a stable generated name in Kafka Streams' style
-(``KSTREAM-FILTER-0000000003``: operation and build-order counter), its parents, its parameters
-(user logic as ``{"expr": ...}`` or ``{"function": "module:qualname", "returns": ...}``), and the
-manifest path it came from, so every error can point at the line the user wrote.
+A :class:`Topology` is an immutable tuple of nodes (:mod:`streamapp.runtime.topology.nodes`) in
+build order, which is a topological order: every node comes after all of its parents, so a
+compiler walks ``topology.nodes`` front to back and finds each parent already compiled. It also
+carries the application's defaults (serdes, latency) and answers what a compiler, the CLI and the
+operator ask: serdes per node, topics, the trigger and why, and ``describe()``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from streamapp.runtime import serdes
 
-__all__ = ["OPS", "Node", "Topology", "node_name"]
+# Imported as `nd`: `Topology.nodes` (the field) would shadow the module inside the class.
+from streamapp.runtime.topology import nodes as nd
+
+__all__ = [
+    "AGGREGATE_FUNCTIONS",
+    "GROUPED_STREAM",
+    "GROUPED_TABLE",
+    "OPS",
+    "REALTIME_OPS",
+    "STATEFUL_OPS",
+    "STREAM",
+    "TABLE",
+    "Node",
+    "Topology",
+    "node_name",
+]
+
+Node = nd.Node
 
 #: Operation → the word Kafka Streams uses in generated processor names.
-OPS: Mapping[str, str] = {
-    "source": "SOURCE",
-    "filter": "FILTER",
-    "filterNot": "FILTER",
-    "map": "MAP",
-    "mapValues": "MAPVALUES",
-    "flatMap": "FLATMAP",
-    "flatMapValues": "FLATMAPVALUES",
-    "selectKey": "KEY-SELECT",
-    "peek": "PEEK",
-    "split": "BRANCH",
-    "branch": "BRANCHCHILD",
-    "merge": "MERGE",
-    "repartition": "REPARTITION",
-    "to": "SINK",
-    "print": "PRINTER",
-    "groupBy": "GROUPBY",
-    "count": "AGGREGATE",
-    "aggregate": "AGGREGATE",
-    "toStream": "KTABLE-TOSTREAM",
-}
+OPS: Mapping[str, str] = {op: t.word for op, t in nd.NODE_TYPES.items()}
 
-#: Operations that keep state: the query runs in update mode and its checkpoint holds the tables.
-STATEFUL_OPS = frozenset({"count", "aggregate"})
+#: Operations that keep state (a table source is one too): the checkpoint holds their stores.
+STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "toTable", "suppress"})
+
+#: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
+STREAM, TABLE, GROUPED_STREAM, GROUPED_TABLE = "stream", "table", "grouped stream", "grouped table"
 AGGREGATE_FUNCTIONS = ("sum", "min", "max", "avg", "latest", "collect_list")
 
 #: Operations Spark's real-time trigger can run (stateless, expressions only, Kafka in and out).
 REALTIME_OPS = frozenset(
-    {
-        "source",
-        "filter",
-        "filterNot",
-        "map",
-        "mapValues",
-        "flatMapValues",
-        "selectKey",
-        "merge",
-        "split",
-        "branch",
-        "to",
-    }
+    {"source", "filter", "filterNot", "map", "mapValues", "flatMapValues", "selectKey", "merge"}
+    | {"split", "branch", "to"}
 )
 
 
 def node_name(op: str, index: int) -> str:
-    word = OPS[op]
-    return f"{word if word.startswith('KTABLE-') else 'KSTREAM-' + word}-{index:010d}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Node:
-    """One operation of the graph."""
-
-    name: str
-    op: str
-    parents: tuple[str, ...] = ()
-    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    path: str = dataclasses.field(default="", compare=False)
-
-    def detail(self) -> str:
-        """The node's parameters as describe() shows them."""
-        p = self.params
-        if self.op == "source":
-            return f"topics: [{', '.join(p['topics'])}]"
-        if self.op == "to":
-            return f"topic: {p['topic']}"
-        parts = []
-        for key in ("fn", "expr", "function", "key", "value", "predicate", "label", "partitions", "branch"):
-            value = p.get(key)
-            if isinstance(value, Mapping):
-                value = value.get("expr") or value.get("function")
-            if value is not None:
-                parts.append(f"{key}: {value}")
-        return ", ".join(parts)
+    """The generated name of the ``index``-th node (``KSTREAM-FILTER-0000000003``)."""
+    return nd.NODE_TYPES[op].generated_name(index)
 
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
     """An immutable graph plus the application's defaults."""
 
-    nodes: tuple[Node, ...]
+    nodes: tuple[nd.Node, ...]
     default_key_serde: serdes.Serde | None = None
     default_value_serde: serdes.Serde | None = None
     latency: str = "default"
     application_id: str | None = None
 
-    def node(self, name: str) -> Node:
+    def kind(self, name: str) -> str:
+        """Whether ``name`` outputs a stream, a table or a grouped stream/table (see :data:`STREAM`).
+
+        A table is what ``as: table`` sources, ``toTable`` and aggregations give; ``filter``,
+        ``filterNot`` and ``mapValues`` of a table are tables; ``toStream`` makes a stream again.
+        """
+        node = self.node(name)
+        parent = self.kind(node.parents[0]) if node.parents else STREAM
+        if isinstance(node, nd.Source):
+            return TABLE if node.table else STREAM
+        if isinstance(node, nd.GroupBy):
+            return GROUPED_TABLE if parent == TABLE else GROUPED_STREAM
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.ToTable, nd.Suppress)):
+            return TABLE
+        if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
+            return TABLE
+        return STREAM
+
+    def windowed(self, name: str) -> bool:
+        """Whether ``name`` outputs windowed keys (a windowed aggregation, or derived from one)."""
+        node = self.node(name)
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce)):
+            return node.windows is not None
+        return bool(node.parents) and self.windowed(node.parents[0]) and not isinstance(node, nd.GroupBy)
+
+    def stateful(self) -> bool:
+        return any(n.op in STATEFUL_OPS or (isinstance(n, nd.Source) and n.table) for n in self.nodes)
+
+    def node(self, name: str) -> nd.Node:
         for node in self.nodes:
             if node.name == name:
                 return node
         raise KeyError(name)
 
-    def children(self, name: str) -> list[Node]:
+    def parents(self, node: nd.Node) -> list[nd.Node]:
+        """The parent nodes, in order (for a merge, the stream it was called on comes first)."""
+        return [self.node(p) for p in node.parents]
+
+    def children(self, name: str) -> list[nd.Node]:
         return [n for n in self.nodes if name in n.parents]
 
     def source_topics(self) -> list[str]:
-        return list(dict.fromkeys(t for n in self.nodes if n.op == "source" for t in n.params["topics"]))
+        return list(dict.fromkeys(t for n in self.nodes if isinstance(n, nd.Source) for t in n.topics))
 
     def sink_topics(self) -> list[str]:
-        return list(dict.fromkeys(n.params["topic"] for n in self.nodes if n.op == "to"))
+        return list(dict.fromkeys(n.topic for n in self.nodes if isinstance(n, nd.Sink)))
 
-    def key_serde(self, node: Node) -> serdes.Serde:
-        return _serde(node.params.get("keySerde")) or self.default_key_serde or serdes.Serde("bytes")
+    def rename_topics(self, renames: Mapping[str, str]) -> Topology:
+        """The same graph on other topics (tests run one manifest against fresh topics)."""
+        out: list[nd.Node] = []
+        for node in self.nodes:
+            if isinstance(node, nd.Source):
+                out.append(dataclasses.replace(node, topics=tuple(renames.get(t, t) for t in node.topics)))
+            elif isinstance(node, nd.Sink):
+                out.append(dataclasses.replace(node, topic=renames.get(node.topic, node.topic)))
+            else:
+                out.append(node)
+        return dataclasses.replace(self, nodes=tuple(out))
 
-    def value_serde(self, node: Node) -> serdes.Serde:
-        return _serde(node.params.get("valueSerde")) or self.default_value_serde or serdes.Serde("bytes")
+    def key_serde(self, node: nd.Node) -> serdes.Serde:
+        """A source's or sink's key serde: its own, else the default (bytes when neither is set)."""
+        own = node.key_serde if isinstance(node, (nd.Source, nd.Sink)) else None
+        return own or self.default_key_serde or serdes.Serde("bytes")
+
+    def value_serde(self, node: nd.Node) -> serdes.Serde:
+        own = node.value_serde if isinstance(node, (nd.Source, nd.Sink)) else None
+        return own or self.default_value_serde or serdes.Serde("bytes")
 
     def source_serdes(self, topic: str) -> tuple[str, str]:
         for node in self.nodes:
-            if node.op == "source" and topic in node.params["topics"]:
+            if isinstance(node, nd.Source) and topic in node.topics:
                 return self.key_serde(node).name, self.value_serde(node).name
         raise KeyError(f"no source reads topic {topic!r}")
 
     def sink_serdes(self, topic: str) -> tuple[str, str]:
         for node in self.nodes:
-            if node.op == "to" and node.params["topic"] == topic:
+            if isinstance(node, nd.Sink) and node.topic == topic:
                 return self.key_serde(node).name, self.value_serde(node).name
         raise KeyError(f"no sink writes topic {topic!r}")
 
@@ -143,17 +152,17 @@ class Topology:
         for node in self.nodes:
             if node.op not in REALTIME_OPS:
                 return "micro-batch", f"latency: low asked, but {node.name} ({node.op}) needs micro-batches"
-            if any(isinstance(v, Mapping) and "function" in v for v in node.params.values()):
+            if any(isinstance(logic, nd.Function) for logic in node.logic()):
                 return "micro-batch", f"latency: low asked, but {node.name} runs a Python function"
         return "real-time", (
             "latency: low; every operation is stateless, Kafka to Kafka; output records "
             "carry their write time, as Spark's real-time Kafka sink sets no timestamps"
         )
 
-    def subtopologies(self) -> Iterator[list[Node]]:
+    def subtopologies(self) -> Iterator[list[nd.Node]]:
         """Connected groups of nodes, in build order (Kafka Streams' sub-topologies)."""
         group_of: dict[str, int] = {}
-        groups: list[list[Node]] = []
+        groups: list[list[nd.Node]] = []
         for node in self.nodes:
             linked = sorted({group_of[p] for p in node.parents if p in group_of})
             if not linked:
@@ -179,9 +188,8 @@ class Topology:
         for index, group in enumerate(self.subtopologies()):
             lines.append(f"   Sub-topology: {index}")
             for node in group:
-                kind = {"source": "Source", "to": "Sink"}.get(node.op, "Processor")
                 detail = node.detail()
-                lines.append(f"    {kind}: {node.name}" + (f" ({detail})" if detail else ""))
+                lines.append(f"    {node.kind}: {node.name}" + (f" ({detail})" if detail else ""))
                 kids = [c.name for c in self.children(node.name)]
                 if kids:
                     lines.append(f"      --> {', '.join(kids)}")
@@ -191,13 +199,3 @@ class Topology:
         kind, why = self.trigger()
         lines.append(f"Execution: {kind} trigger ({why})")
         return "\n".join(lines) + "\n"
-
-
-def _serde(raw: Any) -> serdes.Serde | None:
-    if raw is None:
-        return None
-    if isinstance(raw, serdes.Serde):
-        return raw
-    if isinstance(raw, Mapping):
-        return serdes.Serde(raw["name"], raw.get("schema"))
-    return serdes.Serde(str(raw))

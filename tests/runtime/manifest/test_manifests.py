@@ -49,6 +49,8 @@ def test_validate_never_imports_pyspark() -> None:
         "import sys; from streamapp.runtime import manifest; "
         f"assert manifest.validate_manifest(open({str(VALID[0])!r}).read()) == []; "
         "import streamapp.runtime, streamapp.runtime.topology, streamapp.runtime.kafka.admin; "
+        "import streamapp.runtime.expressions.check, streamapp.runtime.serdes, streamapp.runtime.errors; "
+        "manifest.openapi_schema(); "
         "print('pyspark' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -13,3 +13,22 @@ def shout(values: pd.Series) -> pd.Series:
 
 def note(keys: pd.Series, values: pd.Series) -> None:
     SEEN.append(len(values))
+
+
+# Aggregators: called per record with plain Python values (not pandas), as in Kafka Streams.
+
+
+def zero() -> int:
+    return 0
+
+
+def add_length(value: str, aggregate: int) -> int:
+    return aggregate + len(value)
+
+
+def subtract_length(value: str, aggregate: int) -> int:
+    return aggregate - len(value)
+
+
+def longer(aggregate: str, value: str) -> str:
+    return value if len(value) > len(aggregate) else aggregate

@@ -1,0 +1,115 @@
+"""Run a pure-Python fold over Spark state: one ``transformWithStateInPandas`` per stateful step.
+
+Kafka Streams' stateful operators need things Spark's built-in aggregations do not give: per-record
+lateness against a task's stream time, Python aggregators with subtractors, session updates. Each
+step here is a :class:`Step` — a function ``(group key, batch as pandas, state) -> (state, rows)``
+— run by :class:`BlobProcessor` under ``transformWithStateInPandas`` (RocksDB provider, protobuf).
+The state of a group is one pickled value: simple and fast for the small per-group state of the
+operators here (a task's open windows, a key's aggregate); a task with very many open windows
+rewrites a large value per micro-batch (see the module's gaps in the package docstring).
+
+``transformWithStateInPandas`` (unlike ``applyInPandasWithState``) may be chained in one query,
+which a KTable-grouped aggregate needs (table state, then group state). Time mode ``None``: no
+Spark watermark drops rows behind our back; windows close on the task's own stream time, exactly
+when Kafka Streams would close them, so the output never depends on micro-batch boundaries.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
+
+__all__ = ["HEADERS_TYPE", "BlobProcessor", "Step", "as_record_frame", "input_rows", "run"]
+
+Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
+
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+log = logging.getLogger("streamapp.stateful")
+
+
+class BlobProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is typed as Any here
+    """Keeps one pickled state value per group and hands every batch of the group to ``step``."""
+
+    def __init__(self, step: Step) -> None:
+        self._step = step
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._value = handle.getValueState("state", "blob binary")
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
+        state = pickle.loads(self._value.get()[0]) if self._value.exists() else None
+        frames = [f for f in rows if len(f)]
+        if not frames:
+            return
+        batch = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        state, out = self._step(key[0] if len(key) == 1 else key, batch, state)
+        self._value.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
+        if len(out):
+            yield out
+
+    def close(self) -> None:
+        pass
+
+
+def input_rows(frame: RecordFrame, value: str | None = None) -> DataFrame:
+    """The columns a step reads: key, value, ts (epoch ms), partition, offset; null keys dropped.
+
+    ``value`` is an optional SQL expression for the aggregated value (declarative YAML
+    aggregations such as ``sum: "length(value)"``); by default the record's value.
+    """
+    df = frame.df.where(F.col("key").isNotNull())
+    return df.select(
+        "key",
+        (F.expr(value) if value else F.col("value")).alias("value"),
+        F.unix_millis("timestamp").alias("ts"),
+        F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
+        F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
+    )
+
+
+def run(df: DataFrame, group: str, step: Step, output_schema: str) -> DataFrame:
+    """``df.groupBy(group)`` through ``step`` with state; rows come out in append mode."""
+    return df.groupBy(group).transformWithStateInPandas(
+        statefulProcessor=BlobProcessor(step),
+        outputStructType=output_schema,
+        outputMode="append",
+        timeMode="None",
+    )
+
+
+def as_record_frame(df: DataFrame, key: Any = None) -> RecordFrame:
+    """Step output (key, value, ts) as a record frame; the update timestamps become ``timestamp``."""
+    return RecordFrame(
+        df.select(
+            (key if key is not None else F.col("key")).alias("key"),
+            F.col("value"),
+            F.timestamp_millis("ts").alias("timestamp"),
+            F.array().cast(HEADERS_TYPE).alias("headers"),
+            F.lit(None).cast("int").alias("partition"),
+            F.lit(None).cast("bigint").alias("offset"),
+            F.lit(None).cast("string").alias("topic"),
+        ).select(*RECORD_COLUMNS)
+    )
+
+
+def ordered(batch: pd.DataFrame) -> pd.DataFrame:
+    """A batch in the order Kafka Streams would process it: per partition, by offset."""
+    return batch.sort_values(["partition", "offset"], kind="stable", ignore_index=True)
+
+
+def pylist(series: pd.Series) -> list[Any]:
+    """Plain Python values (numpy scalars pickle fine but compare and print worse)."""
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in series.tolist()]

@@ -1,0 +1,245 @@
+"""The stateful DSL operations over record frames: what the compiler calls for each graph node.
+
+Every function takes a :class:`RecordFrame` and plain parameters (aggregators from
+:mod:`.aggregation`, windows from :mod:`.windows`, user logic as :class:`frames.Logic`) and returns
+frames in the record layout, so table outputs go to the sink like any stream. All of them emit in
+Spark's *append* output mode (the rows are changelog records), so they combine freely with each
+other and with stateless steps in one query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.accumulators import Accumulator
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamapp.runtime.spark.frames import Logic, RecordFrame
+from streamapp.runtime.spark.stateful import engine, windows
+from streamapp.runtime.spark.stateful.aggregation import Aggregator
+
+__all__ = [
+    "WINDOWED_COLUMNS",
+    "Windowed",
+    "aggregate",
+    "repartition_by_key",
+    "table",
+    "table_aggregate",
+    "windowed_aggregate",
+    "windowed_key_text",
+]
+
+#: Columns of a windowed aggregation's raw output (see :class:`Windowed`).
+WINDOWED_COLUMNS = ("kind", "key", "window_start", "window_end", "value", "ts", "partition", "offset")
+
+
+def _type(df: DataFrame, column: str) -> str:
+    return str(df.schema[column].dataType.simpleString())
+
+
+# -- KGroupedStream: count / reduce / aggregate -------------------------------------------------
+
+
+def aggregate(frame: RecordFrame, aggregator: Aggregator, *, value: str | None = None) -> RecordFrame:
+    """A grouped stream's aggregate as a KTable changelog: per key and micro-batch one update,
+    stamped with the max timestamp of all records folded in so far (seed 004).
+
+    ``frame`` is already keyed by the grouping key (group_by = select_key before this).
+    Records with a null key or value are skipped, as Kafka Streams does.
+    """
+    rows = engine.input_rows(frame, value)
+
+    def step(key: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        agg, max_ts = state if state is not None else (aggregator.initial(), None)
+        batch = engine.ordered(batch)
+        for v, ts in zip(engine.pylist(batch["value"]), batch["ts"].tolist(), strict=True):
+            if v is not None:
+                agg = aggregator.add(key, v, agg, ts)
+                max_ts = ts if max_ts is None else max(max_ts, ts)
+        if max_ts is None:
+            return state, pd.DataFrame()
+        out = pd.DataFrame({"key": [key], "value": [aggregator.result(agg)], "ts": [max_ts]})
+        return (agg, max_ts), out
+
+    schema = f"key {_type(rows, 'key')}, value {aggregator.value_type}, ts bigint"
+    return engine.as_record_frame(engine.run(rows, "key", step, schema))
+
+
+# -- windowed aggregations ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Windowed:
+    """A windowed aggregation's output: ``df`` has :data:`WINDOWED_COLUMNS`.
+
+    ``kind`` is ``update`` (changelog; a null value is the tombstone of a merged session),
+    ``final`` (emit-final) or ``late`` (a dropped record-window contribution, with the record's
+    partition and offset). Use :attr:`table` for the sink; :attr:`late` is a side output for
+    tests and debugging — each of the two used in a query runs the aggregation once.
+    """
+
+    df: DataFrame
+
+    @property
+    def table(self) -> RecordFrame:
+        """The results; key = struct<key, start, end> (epoch ms), timestamp per seed 004."""
+        results = self.df.where(F.col("kind") != "late")
+        key = F.struct(
+            F.col("key").alias("key"), F.col("window_start").alias("start"), F.col("window_end").alias("end")
+        )
+        return engine.as_record_frame(results, key=key)
+
+    @property
+    def late(self) -> DataFrame:
+        return self.df.where(F.col("kind") == "late")
+
+
+def windowed_aggregate(
+    frame: RecordFrame,
+    spec: windows.Windows,
+    aggregator: Aggregator,
+    *,
+    emit: str = "updates",
+    value: str | None = None,
+    late_counter: Accumulator[int] | None = None,
+) -> Windowed:
+    """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
+
+    State lives per *task* (the input ``partition``, as in Kafka Streams): its stream time is the
+    running max of timestamps in offset order, computed vectorised per batch and carried across
+    batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
+    ``final`` (exactly one result per window, when stream time passes ``end + grace``).
+    Dropped contributions are added to ``late_counter`` (a Spark accumulator), logged at debug
+    level on logger ``streamapp.stateful``, and appear as ``late`` rows.
+    """
+    if emit not in windows.EMITS:
+        raise ValueError(f"emit must be one of {windows.EMITS}, not {emit!r}")
+    rows = engine.input_rows(frame, value).where(F.col("value").isNotNull())
+
+    def step(task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        state = state if state is not None else windows.new_state()
+        batch = batch.sort_values("offset", kind="stable", ignore_index=True)
+        ts = batch["ts"].to_numpy(dtype=np.int64)
+        stream_time = np.maximum.accumulate(ts)  # Kafka's stream time, this record included
+        if state["t"] is not None:
+            stream_time = np.maximum(stream_time, state["t"])
+        records = list(
+            zip(
+                engine.pylist(batch["key"]),
+                engine.pylist(batch["value"]),
+                ts.tolist(),
+                stream_time.tolist(),
+                batch["partition"].tolist(),
+                batch["offset"].tolist(),
+                strict=True,
+            )
+        )
+        out = windows.process(spec, aggregator, emit, state, records)
+        late = [o for o in out if o[0] == "late"]
+        if late:
+            if late_counter is not None:
+                late_counter.add(len(late))
+            engine.log.debug(
+                "task %s: dropped %d late record-window contributions (stream time %s, grace %d ms): %s",
+                task, len(late), state["t"], spec.grace, late[:3],
+            )  # fmt: skip
+        return state, pd.DataFrame(out, columns=list(WINDOWED_COLUMNS))
+
+    schema = (
+        f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
+        f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
+    )
+    return Windowed(engine.run(rows, "partition", step, schema))
+
+
+def repartition_by_key(frame: RecordFrame, partitions: int) -> RecordFrame:
+    """Kafka Streams' repartition topic after a key-changing group_by: the task of a record
+    becomes ``pmod(hash(key), partitions)`` so all records of a key share one stream time.
+    (Offsets keep their source values; across source partitions, order within a batch is by
+    offset — as nondeterministic between partitions as Kafka's repartition topic itself.)"""
+    return frame._with(partition=F.pmod(F.hash("key"), F.lit(partitions)).cast("int"))
+
+
+def windowed_key_text(key: Column) -> Column:
+    """The readable windowed key for Kafka: ``<key>@<start>/<end>`` (epoch milliseconds)."""
+    return F.concat(key["key"].cast("string"), F.lit("@"), key["start"], F.lit("/"), key["end"])
+
+
+# -- KTables -----------------------------------------------------------------------------------
+
+
+def _table_rows(frame: RecordFrame) -> DataFrame:
+    """Per key and batch: the new latest value, the value before the batch, the timestamp."""
+    rows = engine.input_rows(frame)
+
+    def step(key: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        batch = engine.ordered(batch)
+        old = state[0] if state is not None else None
+        new, ts = engine.pylist(batch["value"])[-1], int(batch["ts"].iloc[-1])
+        part, offset = int(batch["partition"].iloc[-1]), int(batch["offset"].iloc[-1])
+        if new is None and state is None:
+            return None, pd.DataFrame()  # deleting a key that does not exist changes nothing
+        out = pd.DataFrame(
+            {"key": [key], "value": [new], "old": [old], "ts": [ts], "partition": [part], "offset": [offset]}
+        )
+        return (None if new is None else (new, ts)), out
+
+    value_type = _type(rows, "value")
+    schema = (
+        f"key {_type(rows, 'key')}, value {value_type}, old {value_type}, ts bigint, "
+        "partition int, offset bigint"
+    )
+    return engine.run(rows, "key", step, schema)
+
+
+def table(frame: RecordFrame) -> RecordFrame:
+    """``builder.table(topic)``: latest value per key from a changelog; a null value deletes the
+    key. Output is the table's changelog: per key and micro-batch an update or a tombstone,
+    with the timestamp of the record that made it."""
+    return engine.as_record_frame(_table_rows(frame))
+
+
+def table_aggregate(
+    frame: RecordFrame, aggregator: Aggregator, *, key: Logic, value: Logic | None = None
+) -> RecordFrame:
+    """``table.group_by(key, value).aggregate(init, adder, subtractor)`` from the table's source
+    changelog ``frame``: when a table key's value changes, the old value is subtracted from the
+    group it mapped to and the new value added to its (possibly different) group."""
+    if aggregator.subtract is None:
+        raise ValueError("a KTable-grouped aggregation needs a subtractor")
+    changes = _table_rows(frame)
+    base = [
+        F.col("key"),
+        F.timestamp_millis("ts").alias("timestamp"),
+        F.array().cast(engine.HEADERS_TYPE).alias("headers"),
+        F.col("partition"),
+        F.lit(None).cast("string").alias("topic"),
+    ]
+    # The sign travels in the offset's low bit: 0 subtract (first), 1 add — the order Kafka uses.
+    views = [
+        RecordFrame(changes.where(F.col(column).isNotNull()).select(*base, F.col(column).alias("value"), off))
+        for column, off in (
+            ("old", (F.col("offset") * 2).alias("offset")),
+            ("value", (F.col("offset") * 2 + 1).alias("offset")),
+        )
+    ]
+    mapped = [view.map(key, value) if value is not None else view.select_key(key) for view in views]
+    rows = engine.input_rows(mapped[0].merge(mapped[1]))
+    subtract = aggregator.subtract
+
+    def step(group: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        agg, max_ts = state if state is not None else (aggregator.initial(), None)
+        batch = engine.ordered(batch)
+        columns = (engine.pylist(batch["value"]), batch["ts"].tolist(), batch["offset"].tolist())
+        for v, ts, off in zip(*columns, strict=True):
+            agg = aggregator.add(group, v, agg, ts) if off % 2 else subtract(group, v, agg, ts)
+            max_ts = ts if max_ts is None else max(max_ts, ts)
+        out = pd.DataFrame({"key": [group], "value": [aggregator.result(agg)], "ts": [max_ts]})
+        return (agg, max_ts), out
+
+    schema = f"key {_type(rows, 'key')}, value {aggregator.value_type}, ts bigint"
+    return engine.as_record_frame(engine.run(rows, "key", step, schema))
