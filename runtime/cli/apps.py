@@ -98,11 +98,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_query(
     app: Any, topology: Any, *, bootstrap: str, checkpoint: str, master: str | None, until_idle: float | None
 ) -> int:
-    from streamapp.runtime.spark import compiler, kafka_io, runner, session  # noqa: PLC0415
+    from streamapp.runtime.kafka import admin  # noqa: PLC0415
+    from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
 
     print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
     spark = session.build_session(
         app_name=app.metadata.name, master=master, conf=dict(app.spec.spark_conf or {})
+    )
+    inputs = admin.partition_counts(bootstrap, topology.source_topics())
+    state_partitions = checkpoints.state_partitions(
+        spark, checkpoint, requested=app.spec.state_partitions, default=max(inputs.values(), default=1)
     )
     compiled = compiler.compile_topology(
         topology,
@@ -119,9 +124,11 @@ def _run_query(
     )
     print(
         f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "
-        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, checkpoint {checkpoint})",
+        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, checkpoint {checkpoint}"
+        + (f", {state_partitions} state partitions)" if topology.stateful() else ")"),
         flush=True,
     )
+    dropped = 0
     stop = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -137,6 +144,14 @@ def _run_query(
             progress = query.lastProgress
             if progress and progress["batchId"] != last_batch:
                 last_batch = progress["batchId"]
+                late = sum(counter.value for counter in compiled.late.values())
+                if late != dropped:
+                    print(
+                        f"{app.metadata.name}: {late - dropped} late record(s) dropped (beyond grace) "
+                        f"in batch {last_batch}; {late} since start",
+                        flush=True,
+                    )
+                    dropped = late
                 if idle_since is None or progress.get("numInputRows"):
                     idle_since = time.monotonic()
             if (

@@ -354,7 +354,16 @@ class StreamAppSpec(_Model):
     processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = pydantic.Field(
         default="at_least_once", description="Delivery guarantee Kafka to Kafka."
     )
-    checkpoint_location: str | None = pydantic.Field(default=None, description="Checkpoint folder or URI.")
+    checkpoint_location: str | None = pydantic.Field(
+        default=None, description="Checkpoint folder or Hadoop-compatible URI (s3a://, hdfs://, file:)."
+    )
+    state_partitions: int | None = pydantic.Field(
+        default=None,
+        ge=1,
+        description="Partitions of every state store (Spark's shuffle partitions), fixed when the "
+        "checkpoint is created; default: the largest partition count of the input topics. "
+        "Each costs time in every micro-batch: choose the most parallelism the app will need.",
+    )
     spark_conf: dict[str, str] | None = pydantic.Field(default=None, description="Extra Spark configuration.")
     deployment: Deployment | None = pydantic.Field(default=None, description="How the operator runs the app.")
 
