@@ -28,7 +28,7 @@ _ENDED = {
     "to": "nothing can follow to: it ends the stream (to write and go on, start two streams from this one)",
     "print": "nothing can follow print: it ends the stream (to print and go on, use peek, or two streams)",
 }
-_AGGREGATIONS = ("count", "aggregate", "reduce")
+_AGGREGATIONS = ("count", "aggregate", "reduce", "cogroup")
 _OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
 #: Type names pydantic puts into error locations for union members; a user never wrote them.
 _UNION_MEMBERS = {"str", "SerdeObject", "LogicObject", "ToSpec"}
@@ -321,6 +321,18 @@ class _Converter:
         window = {"windows": windows, "emit": emit}
         if op == "count":
             return self.add(nodes.Count, (tail,), path, name, **window)
+        if op == "cogroup":
+            parents = [tail]
+            for k, other in enumerate(spec.with_):
+                if other.stream not in self.tails:
+                    self.problem(f"{path}.with[{k}].stream", f"unknown stream {other.stream!r}")
+                else:
+                    parents.append(self.tails[other.stream][0])
+            adders = (nodes.Function(spec.adder), *(nodes.Function(o.adder) for o in spec.with_))
+            return self.add(
+                nodes.Cogroup, tuple(parents), path, name, adders=adders[: len(parents)],
+                initializer=nodes.Function(spec.initializer), returns=spec.returns, **window,
+            )  # fmt: skip
         if op == "reduce":
             reducer = nodes.Function(spec.reducer)
             sub = nodes.Function(spec.subtractor) if spec.subtractor else None

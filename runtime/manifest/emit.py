@@ -76,6 +76,16 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
             "returns": node.returns,
         }
         return {k: v for k, v in reduce.items() if v is not None}
+    if isinstance(node, nodes.Cogroup):
+        return {
+            "adder": node.adders[0].ref,
+            "with": [
+                {"stream": stream_of[p], "adder": a.ref}
+                for p, a in zip(node.parents[1:], node.adders[1:], strict=True)
+            ],
+            "initializer": node.initializer.ref,
+            "returns": node.returns,
+        }
     if isinstance(node, nodes.Suppress):
         return "untilWindowCloses"
     if isinstance(node, nodes.Split):
@@ -131,7 +141,7 @@ def to_manifest_yaml(topology: graph.Topology, *, name: str, spec: Mapping[str, 
             if node.parents[0] != open_tail:
                 start = {"stream": stream_of[node.parents[0]]}
                 streams.append({"name": f"stream-{len(streams)}", "from": start, "steps": []})
-            if isinstance(node, (nodes.Count, nodes.Aggregate, nodes.Reduce)) and node.windows:
+            if isinstance(node, (nodes.Count, nodes.Aggregate, nodes.Reduce, nodes.Cogroup)) and node.windows:
                 streams[-1]["steps"].append({"windowedBy": _windowed_by(node.windows, node.emit)})
             step: dict[str, Any] = {_op(node): _step(node, stream_of)}
             if node.name != node.generated_name(index):

@@ -171,6 +171,27 @@ class ReduceSpec(_Model):
     )
 
 
+class CogroupStream(_Model):
+    stream: str = pydantic.Field(description="A stream that ends with groupBy or groupByKey (same key type).")
+    adder: str = pydantic.Field(
+        description="Python function (key, value, aggregate) → aggregate for its records."
+    )
+
+
+class CogroupSpec(_Model):
+    """Kafka Streams' cogroup: this grouped stream and others, each with its own adder, into one
+    aggregate per key."""
+
+    adder: str = pydantic.Field(
+        description="Python function (key, value, aggregate) → aggregate for this stream."
+    )
+    with_: list[CogroupStream] = pydantic.Field(
+        alias="with", min_length=1, description="The other grouped streams and their adders."
+    )
+    initializer: str = pydantic.Field(description="Python function returning the initial aggregate.")
+    returns: str = pydantic.Field(description="Spark SQL type of the aggregate.")
+
+
 #: A duration: milliseconds, or text such as '500ms', '10s', '5m', '1h', '1d' or ISO-8601 'PT10S'.
 Duration = int | str
 
@@ -244,6 +265,9 @@ class Step(_Model):
     aggregate: AggregateSpec | None = pydantic.Field(default=None, description="An aggregate per key.")
     reduce: ReduceSpec | None = pydantic.Field(
         default=None, description="Combine the values of a key with a Python function."
+    )
+    cogroup: CogroupSpec | None = pydantic.Field(
+        default=None, description="Aggregate this grouped stream together with other grouped streams."
     )
     suppress: Literal["untilWindowCloses"] | None = pydantic.Field(
         default=None, description="A windowed table emits one final result per window, when it closes."

@@ -73,7 +73,7 @@ def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
 def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
     if isinstance(node, nd.Source):
         return node.table
-    if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce)):
+    if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce, nd.Cogroup)):
         return True
     if isinstance(node, (nd.Count, nd.Aggregate)):
         return (
@@ -125,11 +125,13 @@ class _Compiler:
             return self._table_step(node)
         if isinstance(node, nd.GroupBy) and kind == graph.TABLE:
             return self._parent(node)  # the aggregation re-keys the table's changelog
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce)) and (self.engine or node.windows):
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)) and (
+            self.engine or node.windows
+        ):
             return self._engine_aggregate(node, emit=node.emit)
         if isinstance(node, nd.Suppress):
             agg = self.topology.node(node.parents[0])
-            assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce))
+            assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup))
             return self._engine_aggregate(agg, emit="final", late=False)
         return None
 
@@ -170,22 +172,51 @@ class _Compiler:
             value_type=node.returns,
         )
 
+    def _cogrouped(self, node: nd.Cogroup) -> tuple[frames.RecordFrame, Any]:
+        """The grouped streams as one frame whose value is ``struct(src, v0, v1, …)`` (one type
+        for all), and the aggregator that hands each record to its stream's adder."""
+        from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
+
+        inputs = [self.frames[p] for p in node.parents]
+        types = [f.df.schema["value"].dataType for f in inputs]
+        parts = [
+            f._with(
+                value=F.struct(
+                    F.lit(i).alias("src"),
+                    *[
+                        (F.col("value") if j == i else F.lit(None).cast(t)).alias(f"v{j}")
+                        for j, t in enumerate(types)
+                    ],
+                )
+            )
+            for i, f in enumerate(inputs)
+        ]
+        aggregator = aggregation.cogroup(
+            resolve_function(node.initializer.ref),
+            [resolve_function(a.ref) for a in node.adders],
+            value_type=node.returns,
+        )
+        return parts[0].merge(*parts[1:]), aggregator
+
     def _engine_aggregate(
-        self, node: nd.Count | nd.Aggregate | nd.Reduce, *, emit: str, late: bool = True
+        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str, late: bool = True
     ) -> frames.RecordFrame:
         from streamapp.runtime.spark.stateful import ops, windows  # noqa: PLC0415
 
         grouped = self.topology.node(node.parents[0])
         assert isinstance(grouped, nd.GroupBy)
-        frame = self._parent(node)
         value = node.expr if isinstance(node, nd.Aggregate) and node.fn is not None else None
-        aggregator = self._aggregator(node, frame)
+        if isinstance(node, nd.Cogroup):
+            frame, aggregator = self._cogrouped(node)
+        else:
+            frame = self._parent(node)
+            aggregator = self._aggregator(node, frame)
         if self.topology.kind(grouped.name) == graph.GROUPED_TABLE:
             assert grouped.selector is not None
             return ops.table_aggregate(frame, aggregator, key=_logic(logic_params(grouped.selector)))
         if node.windows is None:
             return ops.aggregate(frame, aggregator, value=value)
-        if self._rekeyed(grouped):
+        if any(self._rekeyed(self.topology.node(p)) for p in node.parents):
             # Kafka Streams' repartition topic: all records of a key in one task (one stream time).
             partitions = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
             frame = ops.repartition_by_key(frame, partitions)

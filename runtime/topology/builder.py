@@ -22,6 +22,7 @@ from streamapp.runtime.topology import durations, graph, nodes, validate
 
 __all__ = [
     "BranchedKStream",
+    "CogroupedKStream",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -366,6 +367,49 @@ class KGroupedStream(_Aggregations):
     def windowed_by(self, windows: nodes.Windows) -> WindowedKStream:
         """Aggregate per key and window (TimeWindows, SlidingWindows or SessionWindows)."""
         return WindowedKStream(self.builder, self.node, windows)
+
+    def cogroup(self, adder: Logic) -> CogroupedKStream:
+        """Start a cogroup: this grouped stream folded in with ``adder(key, value, aggregate)``."""
+        fn = _function(adder, "adder")
+        assert fn is not None
+        return CogroupedKStream(self.builder, ((self.node, fn),))
+
+
+@dataclasses.dataclass(frozen=True)
+class CogroupedKStream:
+    """Kafka Streams' CogroupedKStream: grouped streams with one adder each, one aggregate per key."""
+
+    builder: StreamsBuilder
+    streams: tuple[tuple[str, nodes.Function], ...]
+    windows: nodes.Windows | None = None
+    emit: str = "updates"
+
+    def cogroup(self, grouped: KGroupedStream, adder: Logic) -> CogroupedKStream:
+        fn = _function(adder, "adder")
+        assert fn is not None
+        return dataclasses.replace(self, streams=(*self.streams, (grouped.node, fn)))
+
+    def windowed_by(self, windows: nodes.Windows) -> CogroupedKStream:
+        return dataclasses.replace(self, windows=windows)
+
+    def emit_strategy(self, emit: str) -> CogroupedKStream:
+        if emit not in nodes.EMITS:
+            raise errors.TopologyError(f"emit is one of {', '.join(nodes.EMITS)}, not {emit!r}")
+        return dataclasses.replace(self, emit=emit)
+
+    def aggregate(self, initializer: Logic, *, returns: str, name: str | None = None) -> KTable:
+        init = _function(initializer, "initializer")
+        node = self.builder._add(
+            nodes.Cogroup,
+            tuple(n for n, _ in self.streams),
+            name,
+            adders=tuple(a for _, a in self.streams),
+            initializer=init,
+            returns=returns,
+            windows=self.windows,
+            emit=self.emit,
+        )
+        return KTable(self.builder, node)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ Node = nd.Node
 OPS: Mapping[str, str] = {op: t.word for op, t in nd.NODE_TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
-STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "toTable", "suppress"})
+STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"})
 
 #: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
 STREAM, TABLE, GROUPED_STREAM, GROUPED_TABLE = "stream", "table", "grouped stream", "grouped table"
@@ -77,7 +77,7 @@ class Topology:
             return TABLE if node.table else STREAM
         if isinstance(node, nd.GroupBy):
             return GROUPED_TABLE if parent == TABLE else GROUPED_STREAM
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.ToTable, nd.Suppress)):
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup, nd.ToTable, nd.Suppress)):
             return TABLE
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
             return TABLE
@@ -86,7 +86,7 @@ class Topology:
     def windowed(self, name: str) -> bool:
         """Whether ``name`` outputs windowed keys (a windowed aggregation, or derived from one)."""
         node = self.node(name)
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce)):
+        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
             return node.windows is not None
         return bool(node.parents) and self.windowed(node.parents[0]) and not isinstance(node, nd.GroupBy)
 

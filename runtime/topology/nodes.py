@@ -25,6 +25,7 @@ __all__ = [
     "Aggregate",
     "Branch",
     "BranchChild",
+    "Cogroup",
     "Count",
     "Expr",
     "Filter",
@@ -429,6 +430,28 @@ class Reduce(Node):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Cogroup(Node):
+    """Kafka Streams' ``cogroup``: several grouped streams (the parents, same key) folded into one
+    aggregate per key (and window), each stream with its own ``adders[i]`` ``(key, value, agg)``."""
+
+    op: ClassVar[str] = "cogroup"
+    word: ClassVar[str] = "AGGREGATE"
+    prefix: ClassVar[str] = "COGROUPKSTREAM"
+    adders: tuple[Function, ...]
+    initializer: Function
+    returns: str
+    windows: Windows | None = None
+    emit: str = "updates"
+
+    def logic(self) -> Iterator[Logic]:
+        yield from (*self.adders, self.initializer)
+
+    def detail(self) -> str:
+        parts = [f"initializer: {self.initializer.ref}", f"adders: [{', '.join(a.ref for a in self.adders)}]"]
+        return ", ".join([*parts, f"returns: {self.returns}", *_windowing(self.windows, self.emit)])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ToTable(Node):
     """A stream read as a table: the latest value per key; a null value deletes the key."""
 
@@ -475,6 +498,7 @@ NODE_TYPES: Mapping[str, type[Node]] = {
         Count,
         Aggregate,
         Reduce,
+        Cogroup,
         ToTable,
         Suppress,
         ToStream,

@@ -96,6 +96,13 @@ class _Checker:
         elif isinstance(node, nodes.Aggregate):
             self.aggregate(node, into)
             return _Record(None if node.windows else into.key, None)
+        elif isinstance(node, nodes.Cogroup):
+            for k, adder in enumerate(node.adders):
+                self.function(node, f".streams[{k}].adder" if node.path else f".adders[{k}]", adder)
+            self.function(node, ".initializer", node.initializer)
+            if message := check.check_type(node.returns):
+                self.problem(node, ".returns", message)
+            return _Record(None if node.windows else into.key, None)
         elif isinstance(node, nodes.Reduce):
             self.function(node, ".reducer", node.reducer)
             if node.subtractor is not None:
@@ -125,9 +132,24 @@ class _Checker:
                     )
             if parent == graph.GROUPED_TABLE:
                 self.subtractable(node)
+        elif isinstance(node, nodes.Cogroup):
+            for k, name in enumerate(node.parents):
+                if (kind := topology.kind(name)) != graph.GROUPED_STREAM:
+                    self.problem(
+                        node,
+                        f".streams[{k}]",
+                        f"cogroup combines grouped streams, but this input is a {kind}",
+                    )
+            if len(node.adders) != len(node.parents):
+                self.problem(node, ".adders", f"{len(node.parents)} grouped streams need as many adders")
+            if node.windows is not None and not node.path:
+                self.windows(node, node.windows, node.emit)
         elif isinstance(node, nodes.Suppress):
             agg = topology.node(node.parents[0])
-            if not isinstance(agg, (nodes.Count, nodes.Aggregate, nodes.Reduce)) or agg.windows is None:
+            if (
+                not isinstance(agg, (nodes.Count, nodes.Aggregate, nodes.Reduce, nodes.Cogroup))
+                or agg.windows is None
+            ):
                 self.problem(
                     node, "", "suppress (until the window closes) must directly follow a windowed aggregation"
                 )
@@ -226,7 +248,7 @@ class _Checker:
 
     def function(self, node: nodes.Node, suffix: str, function: nodes.Function) -> None:
         if message := check.check_function_ref(function.ref):
-            self.problem(node, f"{suffix}.function" if node.path else suffix, message)
+            self.problem(node, suffix, message)
 
     def source(self, node: nodes.Source) -> _Record:
         self.serdes(node, "keySerde", "valueSerde")

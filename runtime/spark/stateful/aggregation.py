@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DECLARATIVE", "Aggregator", "aggregate", "count", "declarative", "reduce"]
+__all__ = ["DECLARATIVE", "Aggregator", "aggregate", "cogroup", "count", "declarative", "reduce"]
 
 
 def _arity(function: Callable[..., Any]) -> int:
@@ -93,6 +93,21 @@ def reduce(
     return Aggregator(
         initial=lambda: None, add=add, subtract=subtract if subtractor else None, value_type=value_type
     )
+
+
+def cogroup(
+    initializer: Callable[[], Any], adders: list[Callable[..., Any]], *, value_type: str
+) -> Aggregator:
+    """Kafka Streams' cogroup: records arrive as ``{"src": i, "v<i>": value}`` (one struct type for
+    all the grouped streams) and are folded in by their stream's adder; null values are skipped."""
+    users = [_user(a) for a in adders]
+
+    def add(key: Any, value: Any, agg: Any, ts: int) -> Any:
+        src = value["src"]
+        inner = value[f"v{src}"]
+        return agg if inner is None else users[src](key, inner, agg, ts)
+
+    return Aggregator(initial=initializer, add=add, value_type=value_type)
 
 
 def count() -> Aggregator:

@@ -7,7 +7,7 @@ import pathlib
 import sys
 from typing import TYPE_CHECKING
 
-from streamapp.runtime import Serdes, StreamsBuilder
+from streamapp.runtime import Serdes, StreamsBuilder, manifest
 from streamapp.runtime.testing.driver import TopologyTestDriver
 from streamapp.runtime.topology import SessionWindows, TimeWindows
 
@@ -92,3 +92,21 @@ def test_session_windows_merge_on_a_bridging_record_and_python_aggregators(
             (key(0, 30), 9, T0 + 30 * S),
         }
         assert longest.read_key_value_map() == {key(0, 60): "fghi"}
+
+
+def test_cogroup_folds_several_grouped_streams_into_one_aggregate(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    clicks = b.stream("clicks").group_by_key()
+    views = b.stream("views").select_key("value").group_by_key()  # re-keyed: repartitioned by key
+    scores = clicks.cogroup(udfs.add_one).cogroup(views, udfs.add_ten).aggregate(udfs.zero, returns="bigint")
+    scores.to_stream().to("scores", value_serde=Serdes.Long())
+    topology = b.build()
+    assert manifest.build_topology(manifest.load_manifest(b.to_manifest("scores"))) == topology
+    with TopologyTestDriver(topology, spark=spark, workdir=tmp_path) as driver:
+        driver.input_topic("clicks").pipe_records([("u1", "c", 1), ("u2", "c", 2), ("u1", "c", 3)])
+        driver.input_topic("views").pipe_records([("x", "u1", 4), ("y", "u3", 5)])
+        records = driver.output_topic("scores").read_records()
+        latest = {r.key: (r.value, r.timestamp) for r in records}
+        assert latest == {"u1": (12, 4), "u2": (1, 2), "u3": (10, 5)}

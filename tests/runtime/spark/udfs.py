@@ -32,3 +32,11 @@ def subtract_length(value: str, aggregate: int) -> int:
 
 def longer(aggregate: str, value: str) -> str:
     return value if len(value) > len(aggregate) else aggregate
+
+
+def add_one(key: str, value: str, aggregate: int) -> int:
+    return aggregate + 1
+
+
+def add_ten(key: str, value: str, aggregate: int) -> int:
+    return aggregate + 10

@@ -72,6 +72,11 @@ def _every_op() -> StreamsBuilder:
     s.to_table().group_by("value").reduce(Function("builtins:max"), Function("builtins:min")).to_stream().to(
         "r"
     )
+    views = b.stream("views").group_by_key()
+    co = s.group_by_key().cogroup(Function("builtins:max")).cogroup(views, Function("builtins:min"))
+    co.windowed_by(TimeWindows.of_size_and_grace("1h", "1m")).aggregate(
+        Function("builtins:int"), returns="bigint"
+    )
     return b
 
 
@@ -185,6 +190,6 @@ def test_fields_are_checked_against_the_schema_only_while_it_still_applies() -> 
 def test_rename_topics_keeps_everything_else() -> None:
     topology = _every_op().build()
     renamed = topology.rename_topics({"in": "in-1", "out": "out-1"})
-    assert renamed.source_topics() == ["in-1", "a", "b", "users"]
+    assert renamed.source_topics() == ["in-1", "a", "b", "users", "views"]
     assert "out-1" in renamed.sink_topics() and "out" not in renamed.sink_topics()
     assert [n.name for n in renamed.nodes] == [n.name for n in topology.nodes]
