@@ -12,9 +12,11 @@ import os
 import pathlib
 from collections.abc import Mapping
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamapp.runtime.embedded import artifacts
+from streamapp.runtime.spark import jvm_output
 
 __all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "base_conf", "build_session"]
 
@@ -68,7 +70,11 @@ def build_session(
     merged.update(conf or {})
     for key, value in merged.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if SparkContext._gateway is None:  # the JVM is launched now: it gets a filtered stderr
+        with jvm_output.filtered_jvm_stderr():
+            session = builder.getOrCreate()
+    else:
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
 
