@@ -69,7 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--checkpoint", help="checkpoint folder or URI (default: the manifest's, else a temp folder)"
     )
-    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[2]; with latency: low, one task slot per input partition)",
+    )
     run.add_argument(
         "--until-idle",
         type=float,

@@ -82,12 +82,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             or app.spec.checkpoint_location
             or str(pathlib.Path(tempfile.gettempdir()) / "streamapp" / app.metadata.name / "checkpoint")
         )
+        master = args.master or "local[2]"
+        if args.master is None and topology.trigger()[0] == "real-time":
+            # The real-time trigger runs one long-lived task per input partition, all at once: a
+            # local run needs that many task slots (threads; the cores are shared).
+            inputs = admin.partition_counts(bootstrap, topology.source_topics())
+            master = f"local[{max(2, sum(inputs.values()))}]"
         return _run_query(
             app,
             topology,
             bootstrap=bootstrap,
             checkpoint=checkpoint,
-            master=args.master,
+            master=master,
             until_idle=args.until_idle,
         )
     finally:
@@ -101,11 +107,11 @@ def _run_query(
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
     from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
 
+    inputs = admin.partition_counts(bootstrap, topology.source_topics())
     print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
     spark = session.build_session(
         app_name=app.metadata.name, master=master, conf=dict(app.spec.spark_conf or {})
     )
-    inputs = admin.partition_counts(bootstrap, topology.source_topics())
     state_partitions = checkpoints.state_partitions(
         spark, checkpoint, requested=app.spec.state_partitions, default=max(inputs.values(), default=1)
     )

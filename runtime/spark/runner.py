@@ -29,7 +29,10 @@ class Trigger:
 
     kind: str = "micro-batch"
     interval: str = "0 seconds"
-    realtime_checkpoint_interval: str = "5 seconds"
+    #: How often a real-time query ends its long-running tasks to checkpoint. Each boundary stalls
+    #: records for about a second: at 5 s the bench's stateless p99 was 2,417 ms, at 1 minute
+    #: 364 ms (p50 354 → 101 ms). After a failure up to this much input is reprocessed.
+    realtime_checkpoint_interval: str = "1 minute"
 
     def spark_kwargs(self) -> dict[str, Any]:
         if self.kind == "micro-batch":

@@ -21,7 +21,13 @@ from typing import Any
 __all__ = ["environment", "one_line", "write"]
 
 _HERE = pathlib.Path(__file__).resolve().parent
-_NAMES = {"streamapp": "(a) StreamApp", "pyspark": "(b) PySpark", "kstreams": "(c) Kafka Streams"}
+_NAMES = {
+    "streamapp": "(a) StreamApp",
+    "pyspark": "(b) PySpark",
+    "kstreams": "(c) Kafka Streams",
+    "streamapp-rt": "(d) StreamApp, latency: low",
+}
+VARIANT_LETTERS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp-rt": "d"}
 #: (key, label, which direction is better)
 MEASURES = (
     ("throughput_rps", "throughput, records/s (drain)", "higher"),
@@ -122,8 +128,10 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
     return out
 
 
-def _ratio(summary: dict[str, dict[str, Any]], key: str, other: str) -> float | None:
-    a, b = summary.get("streamapp", {}).get(key), summary.get(other, {}).get(key)
+def _ratio(
+    summary: dict[str, dict[str, Any]], key: str, other: str, *, ours: str = "streamapp"
+) -> float | None:
+    a, b = summary.get(ours, {}).get(key), summary.get(other, {}).get(key)
     if not a or not b or not b["median"]:
         return None
     return round(a["median"] / b["median"], 3)
@@ -172,15 +180,25 @@ def _markdown(
         "",
     ]
     for topology, variants in summary.items():
-        lines += [f"## {topology}", "", "| measure | " + " | ".join(_NAMES[x] for x in _NAMES) +
-                  " | a/b | a/c |", "|---|---|---|---|---|---|"]  # fmt: skip
+        names = [x for x in _NAMES if x in variants]
+        ours = [x for x in ("streamapp", "streamapp-rt") if x in variants]
+        ratio_names = [
+            f"{VARIANT_LETTERS[x]}/{VARIANT_LETTERS[y]}" for x in ours for y in ("pyspark", "kstreams")
+        ]
+        header = " | ".join([_NAMES[x] for x in names] + ratio_names)
+        lines += [
+            f"## {topology}",
+            "",
+            f"| measure | {header} |",
+            "|---" * (1 + len(names) + len(ratio_names)) + "|",
+        ]
         for key, label, better in MEASURES:
             if not any(key in c for c in variants.values()):
                 continue
-            ratios = [_ratio(variants, key, "pyspark"), _ratio(variants, key, "kstreams")]
+            ratios = [_ratio(variants, key, y, ours=x) for x in ours for y in ("pyspark", "kstreams")]
             lines.append(
                 f"| {label} ({better} is better) | "
-                + " | ".join(_cell(variants.get(x), key) for x in _NAMES)
+                + " | ".join(_cell(variants.get(x), key) for x in names)
                 + " | "
                 + " | ".join("—" if r is None else f"{r:g}×" for r in ratios)
                 + " |"
@@ -253,8 +271,10 @@ def write(out: pathlib.Path, meta: dict[str, Any], results: list[dict[str, Any]]
     ratios = {
         topology: {
             key: {
-                "streamapp/pyspark": _ratio(v, key, "pyspark"),
-                "streamapp/kstreams": _ratio(v, key, "kstreams"),
+                f"{ours}/{other}": _ratio(v, key, other, ours=ours)
+                for ours in ("streamapp", "streamapp-rt")
+                for other in ("pyspark", "kstreams")
+                if ours in v
             }
             for key, _, _ in MEASURES
         }

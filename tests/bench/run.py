@@ -44,15 +44,22 @@ from tests.bench import procs, report, workload
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KSTREAMS = HERE / "kstreams"
-VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c"}
+VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp-rt": "d"}
 TOPOLOGIES = ("stateless", "wordcount")
+#: (d) is the stateless manifest with `latency: low` (Spark's real-time trigger); word count is
+#: stateful, where that trigger does not apply.
+ONLY = {"streamapp-rt": ("stateless",)}
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__.split("\n")[0])
     p.add_argument("--records", type=int, default=2_000_000, help="lines drained per run (default 2e6)")
     p.add_argument("--repeats", type=int, default=3, help="runs per (topology, variant) (default 3)")
-    p.add_argument("--variants", default="streamapp,pyspark,kstreams", help="comma list (or a,b,c)")
+    p.add_argument(
+        "--variants",
+        default="streamapp,pyspark,kstreams,streamapp-rt",
+        help="comma list (or a,b,c,d; d = StreamApp with latency: low, stateless only)",
+    )
     p.add_argument("--topologies", default="stateless,wordcount", help="comma list")
     p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="latency phase length (default 20)")
@@ -86,14 +93,16 @@ def _command(
 ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     source, sink = topics
     progress = str(workdir / "progress.jsonl")
-    if variant == "streamapp":
+    if variant in ("streamapp", "streamapp-rt"):
         template = string.Template((HERE / "manifests" / f"{topology}.yaml").read_text())
         manifest = workdir / "app.yaml"
-        manifest.write_text(
-            template.substitute(
-                APP_ID=app_id, BOOTSTRAP=bootstrap, INPUT=source, OUTPUT=sink, STATE_DIR=workdir / "state"
-            )
+        text = template.substitute(
+            APP_ID=app_id, BOOTSTRAP=bootstrap, INPUT=source, OUTPUT=sink, STATE_DIR=workdir / "state"
         )
+        if variant == "streamapp-rt":
+            text = text.replace("\n  topology:\n", "\n  topology:\n    latency: low\n", 1)
+            assert "latency: low" in text
+        manifest.write_text(text)
         probe = str(HERE / "probe")
         path = os.pathsep.join(p for p in (probe, os.environ.get("PYTHONPATH", "")) if p)
         exe = pathlib.Path(sys.executable).parent / "streamapp"
@@ -240,7 +249,7 @@ def run_one(
         problem = _wait(monitor, variant, args.startup_timeout)
         if problem is not None:
             crashed = problem.startswith("exit code")
-            prefix = "unavailable" if crashed and variant_name == "streamapp" else "failed"
+            prefix = "unavailable" if crashed and variant_name.startswith("streamapp") else "failed"
             result["status"] = f"{prefix}: {problem}"
             return result
         assert monitor.first_at is not None and monitor.done_at is not None
@@ -354,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(1, args.repeats + 1):
                 for topology in topologies:
                     for variant in variants:
+                        if topology not in ONLY.get(variant, TOPOLOGIES):
+                            continue
                         print(f"bench: {topology} {variant} run {rep}/{args.repeats} …", flush=True)
                         try:
                             result = run_one(
