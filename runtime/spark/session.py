@@ -16,7 +16,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamapp.runtime.embedded import artifacts
-from streamapp.runtime.spark import jvm_output
+from streamapp.runtime.spark import jvm_output, jvm_sink
 
 __all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "base_conf", "build_session"]
 
@@ -30,7 +30,7 @@ _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProv
 
 def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[str, str]:
     """The Spark conf StreamApp always sets (callers' conf is layered on top)."""
-    jars = ",".join(str(p) for p in artifacts.spark_kafka_connector_jars())
+    jars = ",".join(str(p) for p in [*artifacts.spark_kafka_connector_jars(), jvm_sink.jar()])
     return {
         "spark.jars": jars,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
