@@ -19,7 +19,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
-	@command -v java >/dev/null || { echo "setup: a JDK 17+ (java) is required"; exit 1; }
+	@command -v javac >/dev/null || { echo "setup: a JDK 17+ (java, and javac for the Kafka sink) is required"; exit 1; }
 	@command -v mvn >/dev/null || { echo "setup: Maven (mvn) is required to fetch Kafka and the Spark connector"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing streamapp and its Python dependencies into $(VENV) (log: $(VENV)/install.log)"

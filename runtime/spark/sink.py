@@ -1,16 +1,27 @@
 """StreamApp's Kafka sink: writes each micro-batch with the record timestamps Kafka Streams would.
 
-By default the batch is written from the executors' JVMs (:mod:`.jvm_sink`), as cheaply as
-Spark's own sink; the librdkafka writer below is the first implementation, kept for comparison
-(``KafkaBatchWriter(engine="python")``). What follows describes both.
-
 Spark's own Kafka sink cannot set a record's timestamp (it writes key, value, headers, topic and
 partition; the broker stamps the write time), but Kafka Streams semantics (seed 004) give every
 output record the timestamp of the input record it came from, or the max over an aggregate's
-inputs. So each micro-batch is written by producers running in the executors' Python workers
-(Arrow batches in, librdkafka out), one producer per task, with explicit timestamps, the Java
-client's murmur2 partitioner, and idempotence on. Spark's native sink is still used for the
-real-time trigger, which accepts nothing else (and there output timestamps are write times).
+inputs. So each micro-batch goes through ``foreachBatch`` to a writer that sets it, with the
+headers, and the explicit partition or else the Java client's murmur2 of the key:
+
+- ``engine="jvm"`` (the default): :mod:`.jvm_sink` hands the batch's Dataset to a small Java class
+  that produces from the executors' JVMs, one idempotent producer per executor and configuration,
+  reused across batches. No rows cross into Python: it costs what Spark's own sink costs.
+- ``engine="python"``: the first implementation, librdkafka producers in the executors' Python
+  workers (Arrow batches in), one per task. Kept as a reference for the JVM writer's behaviour
+  (tests run both); nothing in the runtime selects it.
+
+`print` rows are printed on the driver (:func:`print_rows`) and never reach either writer.
+
+Delivery is at-least-once, like Spark's own sink: the producers are idempotent (no duplicates
+from the producer's own retries) but not transactional. A task waits until every record is
+acknowledged and fails the micro-batch if any send failed, so the batch is never committed with
+records missing; a batch that is retried or replayed after a crash is written again, so consumers
+may see duplicates (``processingGuarantee: exactly_once_v2`` is not implemented by this sink).
+Spark's native sink is still used for the real-time trigger, which accepts nothing else (and there
+output timestamps are write times).
 """
 
 from __future__ import annotations
@@ -44,6 +55,10 @@ class KafkaBatchWriter:
     #: ``jvm``: the executors' JVMs produce (jvm_sink; no rows cross into Python); ``python``:
     #: librdkafka producers in the Python workers (the first implementation, kept to compare).
     engine: str = "jvm"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("jvm", "python"):
+            raise ValueError(f"unknown sink engine {self.engine!r} (jvm or python)")
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if not self.prints:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ from streamapp.runtime.kafka import admin
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 T0 = 1_700_000_000_000
 
@@ -53,14 +55,70 @@ def test_sink_writes_timestamps_headers_tombstones_and_explicit_partitions(
     ]
 
 
-def test_a_failed_send_fails_the_batch_in_the_jvm_writer(
+def test_a_failed_send_fails_the_batch_in_the_jvm_writer_and_its_producer_is_closed(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
     from streamapp.runtime.spark import sink
 
     topic = new_topic(partitions=1)
-    writer = sink.KafkaBatchWriter(kafka_bootstrap, producer_config={"max.block.ms": "1500"})
+    client = f"{topic}-producer"
+    writer = sink.KafkaBatchWriter(
+        kafka_bootstrap, producer_config={"max.block.ms": "1500", "client.id": client}
+    )
     with pytest.raises(
         Exception, match=r"Kafka sink: \d+ record\(s\) failed \(first: .*not present in metadata"
     ):
         writer.write(_rows(spark, topic, 5))  # the topic has no partition 5
+    # local[2]: the executors' producers live in this JVM; the failed one is retired and closed.
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    threads = [str(t.getName()) for t in jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()]
+    assert not [name for name in threads if name.endswith(f"| {client}")]
+
+
+def test_a_failed_batch_is_not_committed_and_is_written_when_the_query_restarts(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """Through a streaming query: the send failure fails the micro-batch (the query stops with it),
+    the checkpoint does not commit it, and a restart writes its records with the input timestamps."""
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark import kafka_io, runner
+
+    source, out = new_topic(partitions=1, suffix="in"), new_topic(partitions=1, suffix="out")
+    sent = [
+        admin.Record(key=f"k{i}".encode(), value=f"v{i}".encode(), headers=(("h", b"x"),), timestamp=T0 + i)
+        for i in range(3)
+    ]
+    assert admin.produce(kafka_bootstrap, source, sent) == 3
+
+    def start(partition: int, config: dict[str, str]) -> StreamingQuery:
+        rows = kafka_io.read_stream(spark, bootstrap=kafka_bootstrap, topics=[source])
+        plan = rows.select(
+            "key",
+            "value",
+            "headers",
+            F.lit(out).alias("topic"),
+            "timestamp",
+            F.lit(partition).cast("int").alias("partition"),
+        )
+        return runner.start_kafka(
+            plan,
+            bootstrap=kafka_bootstrap,
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger=runner.Trigger("available-now"),
+            producer_config=config,
+        )
+
+    failing = start(5, {"max.block.ms": "1500"})  # the output topic has no partition 5
+    with pytest.raises(StreamingQueryException, match=r"record\(s\) failed"):
+        failing.awaitTermination(120)
+
+    restarted = start(0, {})
+    restarted.awaitTermination(120)
+    assert restarted.exception() is None
+    records = admin.consume(kafka_bootstrap, out, expected=3, timeout=60)
+    assert sorted((r.key, r.value, r.timestamp, r.headers, r.partition) for r in records) == [
+        (s.key, s.value, s.timestamp, s.headers, 0) for s in sent
+    ]

@@ -1,13 +1,13 @@
 package io.streamapp.spark;
 
 import java.sql.Timestamp;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -27,12 +27,25 @@ import org.apache.spark.sql.Row;
  * every output record the timestamp of its input (or the max over an aggregate's inputs). Rows
  * carry key, value (bytes), headers, topic, timestamp and an optional partition (null: the
  * producer's murmur2 of the key). One idempotent producer per executor JVM and configuration is
- * reused across batches; each task flushes before it ends and fails if any send failed, so Spark
- * retries the batch (at-least-once, as with Spark's own sink).
+ * shared by its tasks and reused across batches; each task flushes before it ends and fails if any
+ * send failed, so the micro-batch fails and is not committed (at-least-once, as with Spark's own
+ * sink: a retried or replayed batch is written again). A producer that saw a failed send is
+ * replaced, and closed when its last task is done.
  */
 public final class KafkaRecordWriter {
-  private static final Map<Map<String, String>, KafkaProducer<byte[], byte[]>> PRODUCERS =
-      new ConcurrentHashMap<>();
+  /** The producers in use, by configuration; guarded by the class lock. */
+  private static final Map<Map<String, String>, Shared> PRODUCERS = new HashMap<>();
+
+  /** A producer shared by the tasks of an executor that use the same configuration. */
+  private static final class Shared {
+    final KafkaProducer<byte[], byte[]> producer;
+    int users;
+    boolean retired; // a send failed: no new task gets it, the last user closes it
+
+    Shared(KafkaProducer<byte[], byte[]> producer) {
+      this.producer = producer;
+    }
+  }
 
   private KafkaRecordWriter() {}
 
@@ -63,20 +76,41 @@ public final class KafkaRecordWriter {
     throw new IllegalArgumentException("the sink needs a column named " + name);
   }
 
-  private static KafkaProducer<byte[], byte[]> producer(Map<String, String> conf) {
-    return PRODUCERS.computeIfAbsent(
-        conf,
-        c -> {
-          Map<String, Object> props = new HashMap<>();
-          props.put("enable.idempotence", "true");
-          props.put("acks", "all");
-          props.put("linger.ms", "5");
-          props.put("batch.size", "262144");
-          props.putAll(c);
-          props.put("key.serializer", ByteArraySerializer.class.getName());
-          props.put("value.serializer", ByteArraySerializer.class.getName());
-          return new KafkaProducer<>(props);
-        });
+  private static synchronized Shared acquire(Map<String, String> conf) {
+    Shared shared = PRODUCERS.get(conf);
+    if (shared == null) {
+      Map<String, Object> props = new HashMap<>();
+      props.put("enable.idempotence", "true");
+      props.put("acks", "all");
+      props.put("linger.ms", "5");
+      props.put("batch.size", "262144");
+      props.putAll(conf);
+      props.put("key.serializer", ByteArraySerializer.class.getName());
+      props.put("value.serializer", ByteArraySerializer.class.getName());
+      shared = new Shared(new KafkaProducer<>(props));
+      PRODUCERS.put(conf, shared);
+    }
+    shared.users++;
+    return shared;
+  }
+
+  /**
+   * A task is done with its producer. After a failed send the producer is retired (the retry, and
+   * every later task, starts on a fresh one) and closed once no running task uses it any more.
+   */
+  private static void release(Map<String, String> conf, Shared shared, boolean sendFailed) {
+    boolean close;
+    synchronized (KafkaRecordWriter.class) {
+      shared.users--;
+      if (sendFailed && !shared.retired) {
+        shared.retired = true;
+        PRODUCERS.remove(conf, shared);
+      }
+      close = shared.retired && shared.users == 0;
+    }
+    if (close) {
+      shared.producer.close(Duration.ofSeconds(5)); // its users have flushed (or failed)
+    }
   }
 
   private static Long millis(Object stamp) {
@@ -102,40 +136,44 @@ public final class KafkaRecordWriter {
       int timestamp,
       int partition)
       throws Exception {
-    KafkaProducer<byte[], byte[]> producer = producer(conf);
+    Shared shared = acquire(conf);
+    KafkaProducer<byte[], byte[]> producer = shared.producer;
     AtomicReference<Exception> failure = new AtomicReference<>();
     AtomicLong failed = new AtomicLong();
-    while (it.hasNext() && failure.get() == null) {
-      Row row = it.next();
-      List<Header> recordHeaders = null;
-      if (headers >= 0 && !row.isNullAt(headers)) {
-        List<Row> hs = row.getList(headers);
-        recordHeaders = new ArrayList<>(hs.size());
-        for (Row h : hs) {
-          recordHeaders.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
+    try {
+      while (it.hasNext() && failure.get() == null) {
+        Row row = it.next();
+        List<Header> recordHeaders = null;
+        if (headers >= 0 && !row.isNullAt(headers)) {
+          List<Row> hs = row.getList(headers);
+          recordHeaders = new ArrayList<>(hs.size());
+          for (Row h : hs) {
+            recordHeaders.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
+          }
         }
+        ProducerRecord<byte[], byte[]> record =
+            new ProducerRecord<>(
+                row.getString(topic),
+                partition >= 0 && !row.isNullAt(partition) ? row.getInt(partition) : null,
+                timestamp >= 0 ? millis(row.get(timestamp)) : null,
+                row.isNullAt(key) ? null : (byte[]) row.get(key),
+                row.isNullAt(value) ? null : (byte[]) row.get(value),
+                recordHeaders);
+        producer.send(
+            record,
+            (metadata, error) -> {
+              if (error != null) {
+                failed.incrementAndGet();
+                failure.compareAndSet(null, error);
+              }
+            });
       }
-      ProducerRecord<byte[], byte[]> record =
-          new ProducerRecord<>(
-              row.getString(topic),
-              partition >= 0 && !row.isNullAt(partition) ? row.getInt(partition) : null,
-              timestamp >= 0 ? millis(row.get(timestamp)) : null,
-              row.isNullAt(key) ? null : (byte[]) row.get(key),
-              row.isNullAt(value) ? null : (byte[]) row.get(value),
-              recordHeaders);
-      producer.send(
-          record,
-          (metadata, error) -> {
-            if (error != null) {
-              failed.incrementAndGet();
-              failure.compareAndSet(null, error);
-            }
-          });
+      producer.flush();
+    } finally {
+      release(conf, shared, failure.get() != null);
     }
-    producer.flush();
     Exception error = failure.get();
     if (error != null) {
-      PRODUCERS.remove(conf, producer); // the retry starts on a fresh producer
       throw new RuntimeException(
           "Kafka sink: "
               + failed.get()
