@@ -1,6 +1,8 @@
 """The runtime's errors, one tree, so callers catch what they can act on.
 
     StreamAppError
+    ├── KafkaCredentialsError  the Secret material spec.kafka.tls/sasl names is missing or unusable;
+    │                          says which field, Secret and key, and where it was looked for
     ├── ManifestError     a manifest is invalid; ``problems`` lists every Problem found
     └── TopologyError     a graph cannot be built or is invalid (a lambda as user logic, a duplicate
                           node name, a bad expression); ``problems`` when there are several
@@ -15,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-__all__ = ["ManifestError", "Problem", "StreamAppError", "TopologyError"]
+__all__ = ["KafkaCredentialsError", "ManifestError", "Problem", "StreamAppError", "TopologyError"]
 
 
 class StreamAppError(Exception):
@@ -31,6 +33,10 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class KafkaCredentialsError(StreamAppError):
+    """Kafka credentials the manifest refers to are missing or unusable; the message names the field."""
 
 
 class ManifestError(StreamAppError):

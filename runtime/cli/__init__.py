@@ -94,11 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from streamapp.runtime import errors  # noqa: PLC0415
+
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except errors.KafkaCredentialsError as exc:
+        # The message names the manifest field and where the material was looked for: no traceback.
+        print(f"streamapp {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

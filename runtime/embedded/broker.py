@@ -3,6 +3,12 @@
 Used by the test fixtures, ``streamapp run`` without a bootstrap server, the demo and the
 benchmarks: one launcher, so all of them run against the same broker configuration. The broker's
 jars come from Maven Central through :mod:`streamapp.runtime.embedded.artifacts`.
+
+By default the broker has one PLAINTEXT listener. Tests of ``spec.kafka.tls``/``sasl`` ask for
+secure listeners beside it: ``sasl_users`` adds a SASL_SSL listener (PLAIN, SCRAM-SHA-256 and
+SCRAM-SHA-512 for those users) and ``mutual_tls`` an SSL listener that requires a client
+certificate; their certificates are generated per broker (:mod:`.tls`). The PLAINTEXT listener
+stays, for set-up and for the broker's own traffic.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ import tempfile
 import time
 import types
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
-from streamapp.runtime.embedded import artifacts, errors
+from streamapp.runtime.embedded import artifacts, errors, tls
+from streamapp.runtime.kafka import security
 
 __all__ = ["EmbeddedKafka", "free_port"]
 
@@ -46,6 +55,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _escaped(value: str) -> str:
+    """A value as java.util.Properties reads it back (PEM and JAAS values span lines, quote, escape)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 def _port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -66,6 +80,8 @@ class EmbeddedKafka:
         port: int | None = None,
         heap: str = "768m",
         extra_config: dict[str, str] | None = None,
+        sasl_users: Mapping[str, str] | None = None,
+        mutual_tls: bool = False,
     ) -> None:
         self._own_workdir = workdir is None
         self.workdir = workdir or pathlib.Path(tempfile.mkdtemp(prefix="streamapp-kafka-"))
@@ -73,6 +89,11 @@ class EmbeddedKafka:
         self.controller_port = free_port()
         self.heap = heap
         self.extra_config = extra_config or {}
+        self.sasl_users = dict(sasl_users or {})  # user → password, for PLAIN and both SCRAMs
+        self.sasl_port = free_port() if self.sasl_users else None
+        self.ssl_port = free_port() if mutual_tls else None
+        #: The CA, broker and client certificates of the secure listeners (made by start()).
+        self.tls: tls.Material | None = None
         self.version = artifacts.KAFKA_VERSION
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -80,6 +101,22 @@ class EmbeddedKafka:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """The SASL_SSL listener (needs ``sasl_users``)."""
+        if self.sasl_port is None:
+            raise errors.BrokerError(
+                "this broker was started without sasl_users: it has no SASL_SSL listener"
+            )
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listener that requires a client certificate (needs ``mutual_tls``)."""
+        if self.ssl_port is None:
+            raise errors.BrokerError("this broker was started without mutual_tls: it has no SSL listener")
+        return f"127.0.0.1:{self.ssl_port}"
 
     @property
     def log_file(self) -> pathlib.Path:
@@ -118,8 +155,9 @@ class EmbeddedKafka:
             classpath,
         ]
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # One id in 64 starts with "-": passed as "-t <id>" the tool took it for an option.
         fmt = subprocess.run(
-            [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)],
             capture_output=True,
             text=True,
             check=False,
@@ -137,6 +175,7 @@ class EmbeddedKafka:
             )
         try:
             self._wait_ready(deadline=started + timeout)
+            self._add_scram_users(timeout=max(5.0, started + timeout - time.monotonic()))
         except BaseException:
             self.stop()
             raise
@@ -195,10 +234,89 @@ class EmbeddedKafka:
             "log.retention.hours": "-1",
             "log.segment.bytes": str(256 * 1024 * 1024),
         }
+        props.update(self._secure_listeners(props))
         props.update(self.extra_config)
         path = self.workdir / "server.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        path.write_text("".join(f"{k}={_escaped(v)}\n" for k, v in props.items()))
         return path
+
+    def _secure_listeners(self, props: Mapping[str, str]) -> dict[str, str]:
+        """Settings of the SASL_SSL and SSL listeners that were asked for (none by default)."""
+        extra = [
+            (name, port) for name, port in (("SASL_SSL", self.sasl_port), ("SSL", self.ssl_port)) if port
+        ]
+        if not extra:
+            return {}
+        self.tls = tls.generate(self.workdir / "tls")
+        urls = "".join(f",{name}://127.0.0.1:{port}" for name, port in extra)
+        out = {
+            "listeners": props["listeners"] + urls,
+            "advertised.listeners": props["advertised.listeners"] + urls,
+            "listener.security.protocol.map": props["listener.security.protocol.map"]
+            + "".join(f",{name}:{name}" for name, _ in extra),
+            # Inline PEM: Kafka's file-based PEM key store insists on an encrypted key.
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": self.tls.broker_certificate.read_text(),
+            "ssl.keystore.key": self.tls.broker_key.read_text(),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls.ca),
+        }
+        if self.ssl_port:
+            out["listener.name.ssl.ssl.client.auth"] = "required"
+        if self.sasl_port:
+            users = " ".join(
+                f'user_{user}="{security.jaas_quote(pw)}"' for user, pw in self.sasl_users.items()
+            )
+            scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            out |= {
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+                ),
+                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+            }
+        return out
+
+    def _add_scram_users(self, *, timeout: float) -> None:
+        """Create the SCRAM credentials of ``sasl_users`` (through the admin API, as in production)."""
+        if not self.sasl_users:
+            return
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: PLC0415 - SASL brokers only
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialAlteration,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        # One request per mechanism: a request may alter each user only once.
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            upserts: list[UserScramCredentialAlteration] = [
+                UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+                for user, password in self.sasl_users.items()
+            ]
+            for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout).values():
+                future.result(timeout=timeout)
+        # The credentials reach the listener through the metadata log: wait until they are there.
+        deadline = time.monotonic() + timeout
+        while True:
+            described: dict[str, Any] = admin.describe_user_scram_credentials(  # type: ignore[assignment]
+                list(self.sasl_users), request_timeout=timeout
+            )  # a dict of futures when users are named
+            try:
+                if all(
+                    len(f.result(timeout=timeout).scram_credential_infos) == 2 for f in described.values()
+                ):
+                    return
+            except Exception:  # noqa: BLE001 - a user not visible yet is reported as an error
+                pass
+            if time.monotonic() > deadline:
+                raise errors.BrokerError(
+                    f"SCRAM users {sorted(self.sasl_users)} did not appear on {self.bootstrap}"
+                )
+            time.sleep(0.2)
 
     def _wait_ready(self, *, deadline: float) -> None:
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - only needed once started

@@ -4,6 +4,13 @@ Shared by the operator (partition counts), the CLI and demo (create topics, feed
 the test fixtures and the benchmarks, so every caller creates topics and reads results the same way.
 Producers use the murmur2 partitioner, the Java client's default, so a key lands on the same
 partition whether a Java, Spark or Python client wrote it.
+
+Every function takes ``client_config``, librdkafka settings merged into each client's (the
+connection's security: :meth:`security.Credentials.librdkafka`). librdkafka reports a refused
+connection — wrong password, untrusted certificate — only to an error callback and then times out
+with "broker transport failure"; the clients here collect those reports, so the error raised says
+what the broker refused, and they stop at once on authentication and TLS failures, which a retry
+with the same credentials cannot fix.
 """
 
 from __future__ import annotations
@@ -11,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 __all__ = [
@@ -24,6 +32,9 @@ __all__ = [
 ]
 
 Header = tuple[str, bytes | None]
+
+#: Connection failures that retrying with the same configuration cannot fix.
+_REFUSED = (KafkaError._AUTHENTICATION, KafkaError._SSL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +60,51 @@ def _headers(
     )
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+class _Reports:
+    """The errors librdkafka reported about connections (its ``error_cb``)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.errors: list[KafkaError] = []
+
+    def __call__(self, error: KafkaError) -> None:
+        self.errors.append(error)
+
+    def refused(self) -> KafkaException | None:
+        """An authentication or TLS failure seen so far, as an exception naming it."""
+        for error in self.errors:
+            if error.code() in _REFUSED:
+                return KafkaException(KafkaError(error.code(), f"Kafka at {self.bootstrap}: {error.str()}"))
+        return None
+
+    def explain(self, exc: KafkaException) -> KafkaException:
+        """``exc``, or the connection failure behind it when one was reported."""
+        specific = [e for e in self.errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
+        if not specific:
+            return exc
+        first = specific[0]
+        return KafkaException(KafkaError(first.code(), f"Kafka at {self.bootstrap}: {first.str()}"))
+
+
+def _config(bootstrap: str, client_config: Mapping[str, str] | None, reports: _Reports) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "log_level": 3, **(client_config or {}), "error_cb": reports}
+
+
+def _list_topics(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> Any:
+    """The cluster's metadata (confluent-kafka's untyped ClusterMetadata)."""
+    reports = _Reports(bootstrap)
+    client = AdminClient(_config(bootstrap, client_config, reports))
+    deadline = time.monotonic() + timeout
+    while True:
+        # In short steps: a refused connection ends the wait instead of running out the timeout.
+        try:
+            return client.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except KafkaException as exc:
+            client.poll(0)  # serves the error callbacks
+            if (refused := reports.refused()) is not None:
+                raise refused from exc
+            if time.monotonic() >= deadline:
+                raise reports.explain(exc) from exc
 
 
 def create_topics(
@@ -59,9 +113,12 @@ def create_topics(
     *,
     config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    client_config: Mapping[str, str] | None = None,
 ) -> None:
     """Create each topic with the given partition count (replication 1); existing ones are kept."""
-    client = _admin(bootstrap)  # keep a reference: futures die with a collected client
+    reports = _Reports(bootstrap)
+    # Keep a reference: futures die with a collected client.
+    client = AdminClient(_config(bootstrap, client_config, reports))
     futures = client.create_topics(
         [
             NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
@@ -74,19 +131,25 @@ def create_topics(
             future.result(timeout=timeout)
         except KafkaException as exc:
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                raise
+                client.poll(0)
+                raise reports.explain(exc) from exc
     # Topic metadata reaches the broker's cache asynchronously; wait until every partition is seen.
     deadline = time.monotonic() + timeout
-    while partition_counts(bootstrap, list(topics)) != dict(topics):
+    while partition_counts(bootstrap, list(topics), client_config=client_config) != dict(topics):
         if time.monotonic() > deadline:
             raise TimeoutError(f"topics {sorted(topics)} not visible on {bootstrap} after {timeout} s")
         time.sleep(0.1)
 
 
-def partition_counts(bootstrap: str, topics: Sequence[str], *, timeout: float = 10.0) -> dict[str, int]:
+def partition_counts(
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    timeout: float = 10.0,
+    client_config: Mapping[str, str] | None = None,
+) -> dict[str, int]:
     """Partition count per existing topic (topics that do not exist are left out)."""
-    client = _admin(bootstrap)
-    meta = client.list_topics(timeout=timeout)
+    meta = _list_topics(bootstrap, client_config, timeout)
     return {
         name: len(meta.topics[name].partitions)
         for name in topics
@@ -94,15 +157,22 @@ def partition_counts(bootstrap: str, topics: Sequence[str], *, timeout: float = 
     }
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[Record], *, timeout: float = 60.0) -> int:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    *,
+    timeout: float = 60.0,
+    client_config: Mapping[str, str] | None = None,
+) -> int:
     """Write records (idempotent producer, murmur2 partitioner); returns how many were acknowledged."""
+    reports = _Reports(bootstrap)
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
             "partitioner": "murmur2_random",
             "enable.idempotence": True,
             "linger.ms": 5,
-            "log_level": 3,
+            **_config(bootstrap, client_config, reports),
         }
     )
     count = 0
@@ -130,7 +200,12 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record], *, timeout: f
             except BufferError:
                 producer.poll(0.05)
         producer.poll(0)
-    remaining = producer.flush(timeout)
+    deadline = time.monotonic() + timeout
+    remaining = producer.flush(0)
+    while remaining and time.monotonic() < deadline:
+        remaining = producer.flush(0.5)  # in steps, to stop at once when the broker refuses us
+        if (refused := reports.refused()) is not None:
+            raise refused
     if remaining or failures:
         raise RuntimeError(
             f"producing to {topic} on {bootstrap}: {remaining} records unacknowledged, "
@@ -147,23 +222,24 @@ def consume(
     timeout: float = 60.0,
     idle: float = 2.0,
     isolation: str = "read_committed",
+    client_config: Mapping[str, str] | None = None,
 ) -> list[Record]:
     """Read a topic from the beginning of every partition.
 
     Stops once ``expected`` records arrived (and fails after ``timeout`` if they do not), or, with
     no ``expected``, once nothing new arrived for ``idle`` seconds.
     """
+    reports = _Reports(bootstrap)
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
             "group.id": f"streamapp-reader-{time.monotonic_ns()}",
             "enable.auto.commit": False,
             "isolation.level": isolation,
-            "log_level": 3,
+            **_config(bootstrap, client_config, reports),
         }
     )
     try:
-        counts = partition_counts(bootstrap, [topic])
+        counts = partition_counts(bootstrap, [topic], client_config=client_config)
         if topic not in counts:
             raise RuntimeError(f"topic {topic!r} does not exist on {bootstrap}")
         consumer.assign([TopicPartition(topic, p, 0) for p in range(counts[topic])])
@@ -176,6 +252,8 @@ def consume(
             if expected is None and time.monotonic() - last_new > idle:
                 break
             batch = consumer.consume(num_messages=10_000, timeout=0.2)
+            if (refused := reports.refused()) is not None:
+                raise refused
             for msg in batch:
                 if msg.error():
                     raise RuntimeError(f"reading {topic}: {msg.error()}")

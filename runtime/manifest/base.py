@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pydantic
-from pydantic import alias_generators
+from pydantic import JsonValue, alias_generators
 
-__all__ = ["CamelModel"]
+__all__ = ["CamelModel", "cel_rules"]
 
 
 class CamelModel(pydantic.BaseModel):
@@ -14,3 +14,9 @@ class CamelModel(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(
         extra="forbid", populate_by_name=True, alias_generator=alias_generators.to_camel
     )
+
+
+def cel_rules(*rules: tuple[str, str]) -> pydantic.ConfigDict:
+    """A model's checks again as CEL rules in the CRD, so the API server rejects what they reject."""
+    cel: list[JsonValue] = [{"rule": rule, "message": message} for rule, message in rules]
+    return pydantic.ConfigDict(**CamelModel.model_config, json_schema_extra={"x-kubernetes-validations": cel})

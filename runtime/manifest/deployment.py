@@ -13,7 +13,6 @@ import datetime
 from typing import Literal
 
 import pydantic
-from pydantic import JsonValue
 
 from streamapp.runtime.manifest import base
 
@@ -65,10 +64,7 @@ class Resources(_Model):
     )
 
 
-def _rules(*rules: tuple[str, str]) -> pydantic.ConfigDict:
-    """The model's checks again as CEL rules in the CRD, so the API server rejects what they reject."""
-    cel: list[JsonValue] = [{"rule": rule, "message": message} for rule, message in rules]
-    return pydantic.ConfigDict(**_Model.model_config, json_schema_extra={"x-kubernetes-validations": cel})
+_rules = base.cel_rules
 
 
 class Executors(_Model):

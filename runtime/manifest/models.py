@@ -341,6 +341,15 @@ class SecretKeyRef(_Model):
 
 
 class TlsSpec(_Model):
+    """TLS to the brokers; with certificate and privateKey also mutual TLS (a client certificate)."""
+
+    model_config = base.cel_rules(
+        (
+            "has(self.certificate) == has(self.privateKey)",
+            "certificate and privateKey go together (mutual TLS needs both)",
+        )
+    )
+
     ca: SecretKeyRef | None = pydantic.Field(
         default=None, description="CA certificate (PEM) that signs the brokers' certificates."
     )
@@ -348,8 +357,18 @@ class TlsSpec(_Model):
         default=None, description="Client certificate (PEM) for mutual TLS."
     )
     private_key: SecretKeyRef | None = pydantic.Field(
-        default=None, description="Private key (PEM) of the client certificate."
+        default=None,
+        description="Private key (PEM, PKCS#8 or PKCS#1 RSA, unencrypted) of the client certificate.",
     )
+
+    @pydantic.model_validator(mode="after")
+    def _key_pair(self) -> TlsSpec:
+        if (self.certificate is None) != (self.private_key is None):
+            missing = "privateKey" if self.private_key is None else "certificate"
+            raise ValueError(
+                f"certificate and privateKey go together (mutual TLS needs both): {missing} is missing"
+            )
+        return self
 
 
 class SaslSpec(_Model):

@@ -5,12 +5,17 @@
 - ``spark``: one local[2] SparkSession per session, configured like production (connector jars,
   RocksDB state store, deliberate shuffle partitions).
 - ``new_topic``: creates a uniquely named topic with N partitions.
+- ``secure_kafka``: a second embedded broker with a SASL_SSL listener (PLAIN and SCRAM users) and
+  an SSL listener requiring client certificates, for the tests of ``spec.kafka.tls``/``sasl``
+  (:class:`SecureKafka`). Started only by the tests that ask for it; the default broker stays
+  plaintext.
 - ``streamapp_report``: lines printed in the run's summary (what was started, what was measured),
   so the test log says which Kafka ran and what round trips happened.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -20,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from streamapp.runtime.embedded import artifacts, broker, errors
-from streamapp.runtime.kafka import admin
+from streamapp.runtime.kafka import admin, security
+from streamapp.runtime.manifest import models
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,3 +118,82 @@ def new_topic(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Callable[
         return name
 
     return create
+
+
+@dataclasses.dataclass(frozen=True)
+class SecureKafka:
+    """The secure broker of ``secure_kafka``: its listeners and the credentials that open them."""
+
+    broker: broker.EmbeddedKafka
+    user: str
+    password: str  # has a quote, a backslash and a space: JAAS quoting is exercised
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return self.broker.sasl_ssl_bootstrap
+
+    @property
+    def mtls_bootstrap(self) -> str:
+        return self.broker.ssl_bootstrap
+
+    @property
+    def material(self) -> dict[str, str]:
+        """The PEM texts, by the Secret key names cert-manager uses."""
+        tls = self.broker.tls
+        assert tls is not None
+        return {
+            "ca.crt": tls.ca.read_text(),
+            "tls.crt": tls.client_certificate.read_text(),
+            "tls.key": tls.client_key.read_text(),
+        }
+
+    def sasl(self, mechanism: str = "SCRAM-SHA-512", *, password: str | None = None) -> security.Credentials:
+        """SASL_SSL as ``user`` (trusting the broker's CA), through :func:`security.resolve`."""
+        spec = models.KafkaSpec.model_validate(
+            {
+                "tls": {"ca": {"name": "kafka-ca", "key": "ca.crt"}},
+                "sasl": {
+                    "mechanism": mechanism,
+                    "username": {"name": "kafka-user", "key": "username"},
+                    "password": {"name": "kafka-user", "key": "password"},
+                },
+            }
+        )
+        values = {
+            **self.material,
+            "username": self.user,
+            "password": self.password if password is None else password,
+        }
+        return security.resolve(spec, lambda ref: values[ref.key])
+
+    def mutual_tls(self) -> security.Credentials:
+        """SSL with the client certificate (its key in PKCS#1 form, as cert-manager issues it)."""
+        spec = models.KafkaSpec.model_validate(
+            {
+                "tls": {
+                    "ca": {"name": "kafka-client", "key": "ca.crt"},
+                    "certificate": {"name": "kafka-client", "key": "tls.crt"},
+                    "privateKey": {"name": "kafka-client", "key": "tls.key"},
+                }
+            }
+        )
+        values = self.material
+        return security.resolve(spec, lambda ref: values[ref.key])
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(streamapp_report: Callable[[str], None]) -> Iterator[SecureKafka]:
+    user, password = "streamapp", 's3cr"t\\pass word'
+    kafka = broker.EmbeddedKafka(heap="512m", sasl_users={user: password}, mutual_tls=True)
+    try:
+        kafka.start()
+    except errors.EmbeddedError as exc:
+        pytest.fail(f"the secure Kafka broker could not start: {exc}", pytrace=False)
+    streamapp_report(
+        f"Kafka: started a secure Apache Kafka {kafka.version} broker (SASL_SSL at "
+        f"{kafka.sasl_ssl_bootstrap}, mutual TLS at {kafka.ssl_bootstrap}) in {kafka.startup_seconds:.1f} s"
+    )
+    try:
+        yield SecureKafka(broker=kafka, user=user, password=password)
+    finally:
+        kafka.stop()
