@@ -2,7 +2,9 @@
 
 A KStream is a streaming DataFrame with the columns of a Kafka record (key, value, topic,
 partition, offset, timestamp, headers); the compiler builds on :func:`read_stream` and ends in
-:func:`write_stream`.
+:func:`write_stream`. ``client_config`` is Java client configuration (the connection's security,
+:meth:`security.Credentials.java`), passed to Spark as ``kafka.*`` options: they travel with the
+plan to the executors, and Spark redacts the secret ones (``spark.redaction.regex``, session.py).
 """
 
 from __future__ import annotations
@@ -13,9 +15,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-__all__ = ["RECORD_COLUMNS", "read_stream", "write_stream"]
+__all__ = ["RECORD_COLUMNS", "client_options", "read_stream", "write_stream"]
 
 RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def client_options(client_config: Mapping[str, str] | None) -> dict[str, str]:
+    """Java client configuration as the options of Spark's Kafka source and sink (``kafka.`` prefix)."""
+    return {f"kafka.{key}": value for key, value in (client_config or {}).items()}
 
 
 def read_stream(
@@ -26,6 +33,7 @@ def read_stream(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     options: Mapping[str, str] | None = None,
+    client_config: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the records of ``topics`` with headers included."""
     reader = (
@@ -38,7 +46,7 @@ def read_stream(
     )
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    for key, value in (options or {}).items():
+    for key, value in {**client_options(client_config), **(options or {})}.items():
         reader = reader.option(key, value)
     return reader.load().select(*RECORD_COLUMNS)
 
@@ -52,6 +60,7 @@ def write_stream(
     query_name: str | None = None,
     trigger: Mapping[str, object] | None = None,
     options: Mapping[str, str] | None = None,
+    client_config: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start a query writing ``df`` (key, value[, headers][, partition]) to ``topic``.
 
@@ -69,7 +78,7 @@ def write_stream(
     )
     if query_name:
         writer = writer.queryName(query_name)
-    for key, value in (options or {}).items():
+    for key, value in {**client_options(client_config), **(options or {})}.items():
         writer = writer.option(key, value)
     # trigger() is overloaded per keyword; the caller's mapping names exactly one of them.
     triggered: DataStreamWriter = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamapp.runtime.spark import sink
+from streamapp.runtime.spark import kafka_io, sink
 
 __all__ = ["Collector", "Trigger", "start_collecting", "start_kafka"]
 
@@ -55,7 +55,11 @@ def start_kafka(
     output_mode: str = "append",
     prints: bool = False,
 ) -> StreamingQuery:
-    """Write the plan's rows (see :data:`sink.SINK_COLUMNS`) to Kafka."""
+    """Write the plan's rows (see :data:`sink.SINK_COLUMNS`) to Kafka.
+
+    ``producer_config`` is Java client configuration (the connection's security among it), for the
+    JVM sink's producers or, with the real-time trigger, Spark's own sink.
+    """
     if trigger.kind == "real-time":
         # Real-time mode refuses append; for a stateless plan update emits the same rows.
         output_mode = "update"
@@ -65,8 +69,8 @@ def start_kafka(
             .writeStream.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
         )
-        for key, value in (producer_config or {}).items():
-            writer = writer.option(f"kafka.{key}", value)
+        for key, value in kafka_io.client_options(producer_config).items():
+            writer = writer.option(key, value)
     else:
         writer = plan.writeStream.foreachBatch(
             sink.KafkaBatchWriter(

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from streamapp.runtime.embedded import artifacts
 from streamapp.runtime.spark import jvm_output, jvm_sink
 
-__all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "base_conf", "build_session"]
+__all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "REDACTION_REGEX", "base_conf", "build_session"]
 
 #: State partitions of a new checkpoint unless the app says otherwise. Fixed for the checkpoint's
 #: lifetime, so the right value is the parallelism the app may scale to, not Spark's 200.
@@ -26,6 +26,10 @@ DEFAULT_SHUFFLE_PARTITIONS = 2
 
 _LOG4J2 = pathlib.Path(__file__).with_name("log4j2.properties")
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: Spark's default (secret|password|token|access key) plus the Kafka options that carry a private
+#: key or a JAAS login (spec.kafka.tls/sasl): Spark redacts a conf or option, in the UI, logs and
+#: plan descriptions, when its key or value matches.
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|keystore[.]key|jaas"
 
 
 def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[str, str]:
@@ -41,6 +45,7 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         # Adaptive execution does not apply to streaming plans; Spark warns on every query otherwise.
         "spark.sql.adaptive.enabled": "false",
+        "spark.redaction.regex": REDACTION_REGEX,
         # Local runs: no UI port to collide on, and no shuffle service.
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

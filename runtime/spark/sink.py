@@ -50,7 +50,9 @@ class KafkaBatchWriter:
     """A ``foreachBatch`` function writing the batch's rows to Kafka; picklable to executors."""
 
     bootstrap: str
-    producer_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Java client configuration for the JVM engine (librdkafka's for the Python engine); it may
+    #: carry credentials, so it stays out of repr.
+    producer_config: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     prints: bool = False  # the plan has `print` rows: print them here, produce the rest
     #: ``jvm``: the executors' JVMs produce (jvm_sink; no rows cross into Python); ``python``:
     #: librdkafka producers in the Python workers (the first implementation, kept to compare).
