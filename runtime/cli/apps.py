@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamapp.runtime import errors, manifest
@@ -20,7 +21,7 @@ from streamapp.runtime import errors, manifest
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["cmd_describe", "cmd_driver", "cmd_run", "cmd_validate"]
+__all__ = ["cmd_describe", "cmd_driver", "cmd_run", "cmd_validate", "starting_position"]
 
 
 def _load(path: str) -> Any:
@@ -102,22 +103,44 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_query(
-    app: Any, topology: Any, *, bootstrap: str, checkpoint: str, master: str | None, until_idle: float | None
+    app: Any,
+    topology: Any,
+    *,
+    bootstrap: str,
+    checkpoint: str,
+    master: str | None,
+    until_idle: float | None,
+    starting: Mapping[str, str] | None = None,
+    driver_memory: str | None = None,
 ) -> int:
+    """Run the app's query until it fails, is interrupted (SIGINT/SIGTERM) or has been idle.
+
+    ``starting`` holds the Kafka source's start options (``startingOffsets`` or
+    ``startingTimestamp``); Spark applies them only when the checkpoint is new.
+    """
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
     from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
 
     inputs = admin.partition_counts(bootstrap, topology.source_topics())
     print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
     spark = session.build_session(
-        app_name=app.metadata.name, master=master, conf=dict(app.spec.spark_conf or {})
+        app_name=app.metadata.name,
+        master=master,
+        conf=dict(app.spec.spark_conf or {}),
+        driver_memory=driver_memory or session.DEFAULT_DRIVER_MEMORY,
     )
     state_partitions = checkpoints.state_partitions(
         spark, checkpoint, requested=app.spec.state_partitions, default=max(inputs.values(), default=1)
     )
     compiled = compiler.compile_topology(
         topology,
-        read=lambda topics: kafka_io.read_stream(spark, bootstrap=bootstrap, topics=topics),
+        read=lambda topics: kafka_io.read_stream(
+            spark,
+            bootstrap=bootstrap,
+            topics=topics,
+            starting_offsets=dict(starting or {}).get("startingOffsets", "earliest"),
+            options={k: v for k, v in (starting or {}).items() if k != "startingOffsets"},
+        ),
     )
     query = runner.start_kafka(
         compiled.plan,
@@ -134,6 +157,7 @@ def _run_query(
         + (f", {state_partitions} state partitions)" if topology.stateful() else ")"),
         flush=True,
     )
+    reporter = _progress_reporter(app, bootstrap)
     dropped = 0
     stop = False
 
@@ -145,9 +169,15 @@ def _run_query(
     try:
         idle_since: float | None = None  # counts only once a first batch completed
         last_batch = -1
+        last_seen = None
         while query.isActive and not stop:
             query.awaitTermination(1)
             progress = query.lastProgress
+            if progress and progress["timestamp"] != last_seen:
+                last_seen = progress["timestamp"]
+                _report(reporter, progress)
+            else:
+                _report(reporter, None)
             if progress and progress["batchId"] != last_batch:
                 last_batch = progress["batchId"]
                 late = sum(counter.value for counter in compiled.late.values())
@@ -168,6 +198,8 @@ def _run_query(
                 break
     except KeyboardInterrupt:
         pass
+    reporter.min_interval = 0
+    _report(reporter, None)  # the last batch, if the throttle held it back
     if query.exception() is not None:
         print(f"{app.metadata.name}: query failed: {query.exception()}", file=sys.stderr)
         spark.stop()
@@ -175,6 +207,36 @@ def _run_query(
     query.stop()
     spark.stop()
     return 0
+
+
+def _progress_reporter(app: Any, bootstrap: str) -> Any:
+    """Commits each batch's end offsets to the app's consumer group (see :mod:`kafka.progress`)."""
+    from streamapp.runtime.kafka import progress  # noqa: PLC0415
+
+    group = os.environ.get("STREAMAPP_PROGRESS_GROUP") or progress.group_id(
+        app.metadata.name, os.environ.get("STREAMAPP_NAMESPACE") or app.metadata.namespace
+    )
+    return progress.Reporter(bootstrap, group)
+
+
+def _report(reporter: Any, spark_progress: Any) -> None:
+    """Hand a batch's progress to the reporter (None: retry a held-back commit); a failure is
+    logged once, never raised: the checkpoint, not the group, is where processing resumes."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+
+    from streamapp.runtime.kafka import progress  # noqa: PLC0415
+
+    try:
+        reporter.report(None if spark_progress is None else progress.from_spark_progress(spark_progress))
+    except (KafkaException, TimeoutError) as exc:
+        if not reporter.warned:
+            print(
+                f"warning: progress of this app could not be committed to consumer group "
+                f"{reporter.group!r} (lag in status and Kafka tools stays stale): {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+            reporter.warned = True
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
@@ -194,4 +256,25 @@ def cmd_driver(args: argparse.Namespace) -> int:
         checkpoint=checkpoint,
         master=os.environ.get("STREAMAPP_SPARK_MASTER"),
         until_idle=None,
+        starting=starting_position(os.environ),
+        driver_memory=os.environ.get("STREAMAPP_DRIVER_MEMORY") or None,
     )
+
+
+def starting_position(env: Mapping[str, str]) -> dict[str, str]:
+    """Where a new checkpoint starts reading (a reset): the operator's STREAMAPP_STARTING_* variables."""
+    if env.get("STREAMAPP_STARTING_TIMESTAMP"):
+        millis = env["STREAMAPP_STARTING_TIMESTAMP"]
+        if not millis.isdigit():
+            raise errors.StreamAppError(
+                f"STREAMAPP_STARTING_TIMESTAMP must be epoch milliseconds, not {millis!r}"
+            )
+        return {"startingTimestamp": millis}
+    offsets = env.get("STREAMAPP_STARTING_OFFSETS")
+    if offsets:
+        if offsets not in ("earliest", "latest"):
+            raise errors.StreamAppError(
+                f"STREAMAPP_STARTING_OFFSETS must be earliest or latest, not {offsets!r}"
+            )
+        return {"startingOffsets": offsets}
+    return {}

@@ -18,11 +18,20 @@ from pyspark.sql import SparkSession
 from streamapp.runtime.embedded import artifacts
 from streamapp.runtime.spark import jvm_output, jvm_sink
 
-__all__ = ["DEFAULT_SHUFFLE_PARTITIONS", "REDACTION_REGEX", "base_conf", "build_session"]
+__all__ = [
+    "DEFAULT_DRIVER_MEMORY",
+    "DEFAULT_SHUFFLE_PARTITIONS",
+    "REDACTION_REGEX",
+    "base_conf",
+    "build_session",
+]
 
 #: State partitions of a new checkpoint unless the app says otherwise. Fixed for the checkpoint's
 #: lifetime, so the right value is the parallelism the app may scale to, not Spark's 200.
 DEFAULT_SHUFFLE_PARTITIONS = 2
+
+#: Heap of a local driver; the operator sets the driver Pod's own (STREAMAPP_DRIVER_MEMORY).
+DEFAULT_DRIVER_MEMORY = "2g"
 
 _LOG4J2 = pathlib.Path(__file__).with_name("log4j2.properties")
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -60,7 +69,7 @@ def build_session(
     master: str | None = "local[2]",
     conf: Mapping[str, str] | None = None,
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
-    driver_memory: str = "2g",
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
 ) -> SparkSession:
     """Create (or return the running) SparkSession with StreamApp's configuration."""
     # PySpark reads these at JVM launch; pin the driver's Python to ours.
@@ -72,6 +81,10 @@ def build_session(
     if master:
         builder = builder.master(master)
     merged = {"spark.driver.memory": driver_memory, **base_conf(shuffle_partitions=shuffle_partitions)}
+    if master and master.startswith("local"):
+        # Also over a spark-defaults.conf written for a cluster (the driver Pod's, which names the
+        # driver's Service): the same Pod command then runs on a laptop with a local master.
+        merged.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     merged.update(conf or {})
     for key, value in merged.items():
         builder = builder.config(key, value)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from streamapp.runtime.kafka import admin
+from streamapp.runtime.kafka import admin, progress
 
 MANIFEST = """\
 apiVersion: streamapp.io/v1alpha1
@@ -69,3 +69,6 @@ def test_streamapp_run_processes_a_manifest_against_kafka(
         (b"a", b"HELLO", 1000),
         (b"c", b"SPARK", 3000),
     ]
+    # Progress is committed to the app's group: Kafka's tools (and the operator) see no lag left.
+    seen = progress.standing(kafka_bootstrap, "streamapp.shout", [source])
+    assert seen is not None and seen.lag == 0 and seen.batch_id is not None, seen
