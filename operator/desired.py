@@ -36,6 +36,7 @@ __all__ = [
     "Options",
     "checkpoint",
     "driver_pod_name",
+    "progress_group",
     "render",
 ]
 
@@ -84,6 +85,11 @@ class Desired:
 
 def driver_pod_name(app: str) -> str:
     return f"{app}-driver"
+
+
+def progress_group(ref: AppRef) -> str:
+    """The consumer group the driver commits its progress to (lag in status and Kafka's tools)."""
+    return f"streamapp.{ref.namespace}.{ref.name}"
 
 
 def _labels(ref: AppRef, component: str) -> dict[str, str]:
@@ -198,7 +204,7 @@ def _config_map(ref: AppRef, app: models.StreamApp, conf: dict[str, str]) -> dic
     }
 
 
-def _env(spec: models.StreamAppSpec, heap: str) -> list[dict[str, Any]]:
+def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, Any]]:
     def field(path: str) -> dict[str, Any]:
         return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -207,6 +213,7 @@ def _env(spec: models.StreamAppSpec, heap: str) -> list[dict[str, Any]]:
         {"name": "STREAMAPP_BOOTSTRAP", "value": spec.kafka.bootstrap_servers if spec.kafka else ""},
         {"name": "STREAMAPP_CHECKPOINT", "value": checkpoint(spec)},
         {"name": "STREAMAPP_DRIVER_MEMORY", "value": heap},
+        {"name": "STREAMAPP_PROGRESS_GROUP", "value": progress_group(ref)},
         {"name": "SPARK_CONF_DIR", "value": f"{CONFIG_DIR}/spark"},
         {"name": "STREAMAPP_DRIVER_POD_NAME", **field("metadata.name")},
         {"name": "STREAMAPP_NAMESPACE", **field("metadata.namespace")},
@@ -243,7 +250,7 @@ def _driver(
         "name": "driver",
         "image": plan.image or options.runtime_image,
         "command": list(DRIVER_COMMAND),
-        "env": _env(spec, heap),
+        "env": _env(ref, spec, heap),
         "ports": [
             {"name": "driver-rpc", "containerPort": sparkconf.DRIVER_PORT},
             {"name": "blockmanager", "containerPort": sparkconf.BLOCK_MANAGER_PORT},

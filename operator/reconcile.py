@@ -106,6 +106,19 @@ def _partitions(
         return int(known) if known is not None else None
 
 
+def _standing(
+    app: models.StreamApp, ref: desired.AppRef, probe: kafka_probe.Probe, events: list[Event]
+) -> kafka_probe.Standing | None:
+    """The driver's last committed progress; None (the status keeps its last values) when unknown."""
+    topics = manifest.build_topology(app).source_topics()
+    bootstrap = app.spec.kafka.bootstrap_servers if app.spec.kafka else None
+    try:
+        return probe.standing(bootstrap or "", desired.progress_group(ref), topics)
+    except errors.KafkaProbeError as exc:
+        events.append(Event("Warning", "KafkaUnreachable", str(exc)))
+        return None
+
+
 def _replace_reason(previous: Mapping[str, Any], seen: status.DriverObservation, executors: int) -> str:
     if seen.phase in ("Failed", "Succeeded"):
         return seen.message or f"driver Pod {seen.name} ended ({seen.phase})"
@@ -180,7 +193,13 @@ def reconcile(
         error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
 
     observed = status.Observation(
-        driver=seen, executors_ready=_executors_ready(cluster, ref), partitions=partitions
+        driver=seen,
+        executors_ready=_executors_ready(cluster, ref),
+        partitions=partitions,
+        # One warning per reconciliation: when the partitions could not be read, neither can this.
+        standing=None
+        if "KafkaUnreachable" in {e.reason for e in events}
+        else _standing(app, ref, probe, events),
     )
     target = status.Target(
         generation=generation, revision=wanted.revision, executors=executors, suspend=plan.suspend

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from streamapp.operator import kafka_probe
 from streamapp.runtime import errors as runtime_errors
 
 __all__ = ["DriverObservation", "Observation", "Target", "compute", "condition"]
@@ -38,6 +39,8 @@ class Observation:
     driver: DriverObservation | None
     executors_ready: int = 0
     partitions: int | None = None
+    #: The app's progress as its driver last committed it to Kafka; None: unknown or none yet.
+    standing: kafka_probe.Standing | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,8 +184,20 @@ def compute(
         else previous.get("inputPartitions"),
         "driverPod": driver.name if driver else None,
         "message": _message(verdict),
+        **_progress(seen.standing, previous),
     }
     return status
+
+
+def _progress(standing: kafka_probe.Standing | None, previous: Mapping[str, Any]) -> dict[str, Any]:
+    """Lag, throughput and last batch time; the last known values while Kafka cannot be read."""
+    if standing is None:
+        return {key: previous.get(key) for key in ("lag", "throughput", "lastBatchTime")}
+    return {
+        "lag": standing.lag,
+        "throughput": None if standing.rate is None else f"{standing.rate:.1f} records/s",
+        "lastBatchTime": standing.time,
+    }
 
 
 def _message(verdict: _Verdict) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamapp.operator import desired, errors
+from streamapp.operator import desired, errors, kafka_probe
 
 SPEC: dict[str, Any] = {
     "kafka": {"bootstrapServers": "kafka-0.kafka:9092"},
@@ -94,14 +94,30 @@ class FakeCluster:
 
 
 class FakeProbe:
-    def __init__(self, partitions: Mapping[str, int] | None = None, *, fail: bool = False) -> None:
+    """Kafka as a dict: partition counts per topic and the app's committed progress."""
+
+    def __init__(
+        self,
+        partitions: Mapping[str, int] | None = None,
+        *,
+        fail: bool = False,
+        standing: kafka_probe.Standing | None = None,
+    ) -> None:
         self.counts = dict(partitions or {})
         self.fail = fail
+        self.progress = standing
+        self.groups: list[str] = []
 
     def partitions(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
         if self.fail:
             raise errors.KafkaProbeError(f"Kafka at {bootstrap} did not answer", delay=30)
         return {t: self.counts[t] for t in topics if t in self.counts}
+
+    def standing(self, bootstrap: str, group: str, topics: Sequence[str]) -> kafka_probe.Standing | None:
+        if self.fail:
+            raise errors.KafkaProbeError(f"Kafka at {bootstrap} did not answer", delay=30)
+        self.groups.append(group)
+        return self.progress
 
 
 @pytest.fixture

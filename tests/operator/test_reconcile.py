@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streamapp.operator import desired, errors, reconcile
+from streamapp.operator import desired, errors, kafka_probe, reconcile, validation
 
 NOW = "2026-01-01T00:00:00Z"
 DRIVER = "wordcount-driver"
@@ -153,3 +153,33 @@ def test_cleanup_deletes_only_what_the_app_owns(
     fake_cluster.finish_terminating()
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is True
     assert list(fake_cluster.objects) == [("ServiceAccount", "apps", "shared")]
+
+
+def test_lag_throughput_and_last_batch_come_from_the_apps_group(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    progress = kafka_probe.Standing(lag=1234, batch_id=41, time="2026-01-01T00:00:09.000Z", rate=812.46)
+    first = run(spec, standing=progress)
+    assert (first.status["lag"], first.status["throughput"], first.status["lastBatchTime"]) == (
+        1234, "812.5 records/s", "2026-01-01T00:00:09.000Z",
+    )  # fmt: skip
+    # Kafka unreachable: the last known values stay, with a warning event.
+    outage = run(spec, fail=True)
+    assert outage.status["lag"] == 1234 and outage.status["throughput"] == "812.5 records/s"
+    assert [e.reason for e in outage.events] == ["KafkaUnreachable"]  # one warning, not one per probe
+
+
+def test_progress_is_read_from_the_group_the_driver_is_told(
+    ref: desired.AppRef, spec: dict[str, Any], fake_cluster: Any, make_probe: Any
+) -> None:
+    probe = make_probe({"text-lines": 2})
+    reconcile.reconcile(
+        ref=ref, spec=spec, generation=1, previous={}, cluster=fake_cluster, probe=probe, now=NOW
+    )
+    app = validation.parse(name=ref.name, namespace=ref.namespace, spec=spec)
+    driver = desired.render(ref=ref, app=app, executors=1).driver
+    assert driver is not None
+    env = {e["name"]: e.get("value") for e in driver["spec"]["containers"][0]["env"]}
+    assert probe.groups == [env["STREAMAPP_PROGRESS_GROUP"]] == ["streamapp.apps.wordcount"]
