@@ -2,7 +2,9 @@
 
 ``validate`` and ``describe`` never start a JVM; ``run`` starts local Spark and, when neither the
 manifest nor ``--bootstrap`` names a broker, the embedded Kafka broker; ``driver`` is the
-in-cluster entrypoint the operator's driver Pod runs.
+in-cluster entrypoint the operator's driver Pod runs. Both connect with the credentials
+``spec.kafka.tls``/``sasl`` name, read from the ``STREAMAPP_KAFKA_*`` variables
+(:mod:`kafka.security`): the operator sets them from the Secrets, a local run from the shell.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamapp.runtime import errors, manifest
+from streamapp.runtime.kafka import security
 
 if TYPE_CHECKING:
     import argparse
@@ -65,6 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     app = _load(args.manifest)
     topology = manifest.build_topology(app)
     bootstrap = _bootstrap(app, args.bootstrap)
+    # The embedded broker is plaintext: spec.kafka.tls/sasl are for the broker the app names.
+    credentials = security.from_env(app.spec.kafka) if bootstrap else security.PLAINTEXT
     embedded = None
     if bootstrap is None:
         from streamapp.runtime.embedded import broker  # noqa: PLC0415
@@ -75,7 +80,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         from streamapp.runtime.kafka import admin  # noqa: PLC0415
 
-        missing = [t for t in topology.source_topics() if t not in admin.partition_counts(bootstrap, [t])]
+        client = credentials.librdkafka()
+        missing = [
+            t
+            for t in topology.source_topics()
+            if t not in admin.partition_counts(bootstrap, [t], client_config=client)
+        ]
         if missing and embedded is not None:
             admin.create_topics(bootstrap, dict.fromkeys(missing, 1))
         checkpoint = (
@@ -87,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.master is None and topology.trigger()[0] == "real-time":
             # The real-time trigger runs one long-lived task per input partition, all at once: a
             # local run needs that many task slots (threads; the cores are shared).
-            inputs = admin.partition_counts(bootstrap, topology.source_topics())
+            inputs = admin.partition_counts(bootstrap, topology.source_topics(), client_config=client)
             master = f"local[{max(2, sum(inputs.values()))}]"
         return _run_query(
             app,
@@ -96,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             checkpoint=checkpoint,
             master=master,
             until_idle=args.until_idle,
+            credentials=credentials,
         )
     finally:
         if embedded is not None:
@@ -112,6 +123,7 @@ def _run_query(
     until_idle: float | None,
     starting: Mapping[str, str] | None = None,
     driver_memory: str | None = None,
+    credentials: security.Credentials = security.PLAINTEXT,
 ) -> int:
     """Run the app's query until it fails, is interrupted (SIGINT/SIGTERM) or has been idle.
 
@@ -121,7 +133,9 @@ def _run_query(
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
     from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
 
-    inputs = admin.partition_counts(bootstrap, topology.source_topics())
+    inputs = admin.partition_counts(
+        bootstrap, topology.source_topics(), client_config=credentials.librdkafka()
+    )
     print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
     spark = session.build_session(
         app_name=app.metadata.name,
@@ -140,6 +154,7 @@ def _run_query(
             topics=topics,
             starting_offsets=dict(starting or {}).get("startingOffsets", "earliest"),
             options={k: v for k, v in (starting or {}).items() if k != "startingOffsets"},
+            client_config=credentials.java(),
         ),
     )
     query = runner.start_kafka(
@@ -150,6 +165,7 @@ def _run_query(
         query_name=app.metadata.name,
         output_mode=compiled.output_mode,
         prints=compiled.prints,
+        producer_config=credentials.java(),
     )
     print(
         f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "
@@ -157,7 +173,7 @@ def _run_query(
         + (f", {state_partitions} state partitions)" if topology.stateful() else ")"),
         flush=True,
     )
-    reporter = _progress_reporter(app, bootstrap)
+    reporter = _progress_reporter(app, bootstrap, credentials.librdkafka())
     dropped = 0
     stop = False
 
@@ -209,14 +225,14 @@ def _run_query(
     return 0
 
 
-def _progress_reporter(app: Any, bootstrap: str) -> Any:
+def _progress_reporter(app: Any, bootstrap: str, config: Mapping[str, str]) -> Any:
     """Commits each batch's end offsets to the app's consumer group (see :mod:`kafka.progress`)."""
     from streamapp.runtime.kafka import progress  # noqa: PLC0415
 
     group = os.environ.get("STREAMAPP_PROGRESS_GROUP") or progress.group_id(
         app.metadata.name, os.environ.get("STREAMAPP_NAMESPACE") or app.metadata.namespace
     )
-    return progress.Reporter(bootstrap, group)
+    return progress.Reporter(bootstrap, group, config=config)
 
 
 def _report(reporter: Any, spark_progress: Any) -> None:
@@ -258,6 +274,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
         until_idle=None,
         starting=starting_position(os.environ),
         driver_memory=os.environ.get("STREAMAPP_DRIVER_MEMORY") or None,
+        credentials=security.from_env(app.spec.kafka),
     )
 
 
