@@ -5,7 +5,9 @@ driver is the Pod itself, it creates its executor pods through the API server (h
 executors reach it through a headless Service, and the executor pods are owned by the driver Pod
 so they go when it goes. The user's manifest is mounted verbatim; everything the cluster adds
 (``spec.deployment``) lives in ``spark-defaults.conf`` and the environment, so the same command
-runs locally with the Spark master overridden (the contract test does exactly that).
+runs locally with the Spark master overridden (the contract test does exactly that). Kafka
+credentials (``spec.kafka.tls``/``sasl``) reach the driver as environment variables taken from the
+Secrets the spec names (``secretKeyRef``); they never enter the ConfigMap or the Spark conf.
 
 A revision is the hash of what a running driver cannot pick up without a restart: the Pod spec and
 the mounted files. A different revision means the driver is replaced.
@@ -24,6 +26,7 @@ import yaml
 
 from streamapp.operator import sparkconf
 from streamapp.runtime import manifest
+from streamapp.runtime.kafka import security
 from streamapp.runtime.manifest import deployment, models
 
 __all__ = [
@@ -218,6 +221,10 @@ def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, A
         {"name": "STREAMAPP_DRIVER_POD_NAME", **field("metadata.name")},
         {"name": "STREAMAPP_NAMESPACE", **field("metadata.namespace")},
         {"name": "STREAMAPP_DRIVER_POD_IP", **field("status.podIP")},
+    ]
+    env += [
+        {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
+        for ref in security.references(spec.kafka)
     ]
     reset = spec.deployment.reset if spec.deployment else None
     if reset is not None and reset.to in ("earliest", "latest"):

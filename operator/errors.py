@@ -6,6 +6,7 @@
     └── RetryableError     the world is not ready yet; carries the delay before the next try
         ├── ClusterError   the API server refused or failed a call (conflict, timeout, 5xx)
         ├── KafkaProbeError the brokers did not answer a metadata request
+        ├── KafkaSecretError a Secret (or key) spec.kafka.tls/sasl names is missing or unusable
         └── DriverStopping the previous driver is still terminating (one driver per checkpoint)
                            → kopf.TemporaryError(delay=…)
 
@@ -23,6 +24,7 @@ __all__ = [
     "DriverStopping",
     "InvalidSpecError",
     "KafkaProbeError",
+    "KafkaSecretError",
     "OperatorError",
     "RetryableError",
 ]
@@ -54,6 +56,10 @@ class ClusterError(RetryableError):
 
 class KafkaProbeError(RetryableError):
     """The Kafka brokers did not answer."""
+
+
+class KafkaSecretError(RetryableError):
+    """A Secret spec.kafka.tls/sasl refers to is missing or unusable; names field, Secret and key."""
 
 
 class DriverStopping(RetryableError):

@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
 import yaml
@@ -93,3 +94,15 @@ def test_chart_rejects_unknown_values() -> None:
     with pytest.raises(subprocess.CalledProcessError) as caught:
         _template("--set", "replicaCount=2")
     assert "replicaCount" in caught.value.stderr
+
+
+@pytest.mark.parametrize("values", [(), ("--set", "watchNamespaces={apps}")])
+def test_operator_may_read_secrets_by_name_only(values: tuple[str, ...]) -> None:
+    # spec.kafka.tls/sasl name Secrets the operator reads to reach the app's Kafka itself.
+    docs: list[Any] = _template(*values)
+    roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    managing = [d for d in roles if not d["metadata"]["name"].endswith("-discovery")]
+    assert managing, roles
+    for role in managing:
+        secrets = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+        assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}], role

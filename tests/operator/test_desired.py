@@ -60,6 +60,47 @@ def test_custom_service_account_resources_and_reset(ref: desired.AppRef, spec: d
     _check("custom.yaml", wanted.objects())
 
 
+def test_kafka_credentials_reach_the_driver_from_secrets(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    spec["kafka"].update(
+        bootstrapServers="kafka-0.kafka:9093",
+        tls={
+            "ca": {"name": "kafka-cluster-ca", "key": "ca.crt"},
+            "certificate": {"name": "wordcount-tls", "key": "tls.crt"},
+            "privateKey": {"name": "wordcount-tls", "key": "tls.key"},
+        },
+        sasl={
+            "mechanism": "SCRAM-SHA-512",
+            "username": {"name": "wordcount-user", "key": "username"},
+            "password": {"name": "wordcount-user", "key": "password"},
+        },
+    )
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=2)
+    _check("secure.yaml", wanted.objects())
+    assert wanted.driver is not None
+    env = wanted.driver["spec"]["containers"][0]["env"]
+    assert [e for e in env if "secretKeyRef" in e.get("valueFrom", {})] == [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        for name, secret, key in [
+            ("STREAMAPP_KAFKA_TLS_CA", "kafka-cluster-ca", "ca.crt"),
+            ("STREAMAPP_KAFKA_TLS_CERTIFICATE", "wordcount-tls", "tls.crt"),
+            ("STREAMAPP_KAFKA_TLS_PRIVATE_KEY", "wordcount-tls", "tls.key"),
+            ("STREAMAPP_KAFKA_SASL_USERNAME", "wordcount-user", "username"),
+            ("STREAMAPP_KAFKA_SASL_PASSWORD", "wordcount-user", "password"),
+        ]
+    ]
+    # Only references travel: the mounted files and the Spark conf name Secrets, never contents.
+    config = next(o for o in wanted.support if o["kind"] == "ConfigMap")
+    assert "STREAMAPP_KAFKA" not in str(config) and "kafka." not in config["data"]["spark-defaults.conf"]
+
+
+def test_plaintext_apps_get_no_secret_variables(ref: desired.AppRef, spec: dict[str, Any]) -> None:
+    wanted = desired.render(ref=ref, app=_app(ref, spec), executors=1)
+    assert wanted.driver is not None
+    assert not [
+        e for e in wanted.driver["spec"]["containers"][0]["env"] if e["name"].startswith("STREAMAPP_KAFKA_")
+    ]
+
+
 def test_every_object_is_owned_by_the_app(ref: desired.AppRef, spec: dict[str, Any]) -> None:
     for obj in desired.render(ref=ref, app=_app(ref, spec), executors=1).objects():
         (owner,) = obj["metadata"]["ownerReferences"]

@@ -58,4 +58,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["create", "get", "list", "watch", "update", "patch", "delete"]
+{{- /* The operator reads partition counts and lag from the app's Kafka with the app's own
+     credentials: it reads the Secrets spec.kafka.tls/sasl name, one by name (get only: no
+     list or watch, so it cannot enumerate Secrets it was not pointed at). */}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 {{- end -}}
