@@ -21,6 +21,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 import cluster
+import operator_proc
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,37 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.C
         yield kube
     finally:
         kube.stop()
+
+
+#: The namespace the e2e operator watches and the apps under test live in.
+APPS_NAMESPACE = "apps-e2e"
+
+
+@pytest.fixture(scope="session")
+def streamapp_crd(kube_cluster: cluster.Cluster) -> cluster.Cluster:
+    """The cluster with the generated StreamApp CRD established."""
+    operator_proc.install_crd(kube_cluster)
+    return kube_cluster
+
+
+@pytest.fixture(scope="session")
+def streamapp_operator(
+    streamapp_crd: cluster.Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[operator_proc.Operator]:
+    """The chart installed with helm, and the operator running as its ServiceAccount."""
+    kube = streamapp_crd
+    account = operator_proc.install_chart(kube, APPS_NAMESPACE)
+    workdir = tmp_path_factory.mktemp("operator")
+    kubeconfig = operator_proc.token_kubeconfig(
+        kube, account, operator_proc.RELEASE_NAMESPACE, workdir / "kubeconfig"
+    )
+    operator = operator_proc.Operator(kube, kubeconfig, APPS_NAMESPACE, workdir)
+    try:
+        seconds = operator.start()
+    except cluster.ClusterError as err:
+        pytest.fail(f"the operator did not start: {err}", pytrace=False)
+    sys.stderr.write(f"\noperator up in {seconds:.1f}s as {account} (log: {operator.log})\n")
+    try:
+        yield operator
+    finally:
+        operator.stop()

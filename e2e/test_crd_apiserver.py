@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pathlib
-import time
 
 import cluster
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CRD = ROOT / "crds" / "streamapp.io_streamapps.yaml"
 VALID = ROOT / "tests" / "runtime" / "manifest" / "valid"
 
 BAD_FIELD = """\
@@ -34,21 +32,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def crd_installed(kube_cluster: cluster.Cluster) -> cluster.Cluster:
-    kube_cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/streamapps.streamapp.io", "--timeout=60s"
-    )
-    # The OpenAPI document `kubectl explain` reads is republished a moment after Established.
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            kube_cluster.kubectl("explain", "streamapps.spec")
-            return kube_cluster
-        except cluster.ClusterError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+def crd_installed(streamapp_crd: cluster.Cluster) -> cluster.Cluster:
+    return streamapp_crd
 
 
 def test_kubectl_explain_documents_the_spec(crd_installed: cluster.Cluster) -> None:

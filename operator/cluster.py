@@ -33,6 +33,10 @@ class Cluster(Protocol):
         self, api_version: str, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None
     ) -> bool: ...
 
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None: ...
+
 
 @contextmanager
 def _translated(what: str) -> Iterator[None]:
@@ -108,3 +112,16 @@ class KubeCluster:
             except exceptions.NotFoundError:
                 return False
             return True
+
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None:
+        """Merge-patch the status subresource (the object's own handlers write it through kopf)."""
+        with _translated(f"patch status of {kind} {namespace}/{name}"):
+            self._dynamic.patch(
+                self._resource(api_version, kind).subresources["status"],
+                body={"status": dict(status)},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )

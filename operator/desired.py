@@ -26,6 +26,7 @@ import yaml
 
 from streamapp.operator import sparkconf
 from streamapp.runtime import manifest
+from streamapp.runtime.expressions import check
 from streamapp.runtime.kafka import security
 from streamapp.runtime.manifest import deployment, models
 
@@ -189,6 +190,11 @@ def _service(ref: AppRef) -> dict[str, Any]:
     }
 
 
+def _describe(app: models.StreamApp) -> str:
+    with check.functions_by_form_only():  # the app's functions live in its image, not here
+        return manifest.build_topology(app).describe()
+
+
 def _config_map(ref: AppRef, app: models.StreamApp, conf: dict[str, str]) -> dict[str, Any]:
     # spec.deployment is how the app runs here, which the files below and the Pod already say;
     # leaving it out keeps a bounds-only change (or suspend) from restarting the driver.
@@ -202,7 +208,7 @@ def _config_map(ref: AppRef, app: models.StreamApp, conf: dict[str, str]) -> dic
         "data": {
             "app.yaml": yaml.safe_dump(document, sort_keys=False),
             "spark-defaults.conf": "".join(f"{key} {value}\n" for key, value in sorted(conf.items())),
-            "topology.txt": manifest.build_topology(app).describe(),
+            "topology.txt": _describe(app),
         },
     }
 

@@ -9,10 +9,14 @@ with kopf's default registry (``python -m streamapp.operator`` does).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import logging
 import os
+import threading
+import typing
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -34,6 +38,11 @@ class Context:
     probe: kafka_probe.Probe
     options: desired.Options
     phases: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: One reconciliation per app at a time: the app's own handlers and its pods' events run in
+    #: kopf's thread pool, and two at once could both decide to replace the driver.
+    locks: collections.defaultdict[str, threading.Lock] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(threading.Lock)
+    )
 
 
 def _load_kube_config() -> None:
@@ -90,36 +99,44 @@ def _error_kind(exc: BaseException) -> str:
     return "other"
 
 
-def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, raise_errors: bool) -> None:
-    context: Context = memo.context
-    ref = _ref(body)
+def _reconcile(
+    context: Context, trigger: str, ref: desired.AppRef, body: Mapping[str, Any]
+) -> reconcile.Outcome | None:
+    """One reconciliation of the app in ``body``, counted and timed; None when it raised."""
     metrics.RECONCILES.labels(trigger=trigger).inc()
-    with metrics.DURATION.labels(trigger=trigger).time():
-        try:
-            outcome = reconcile.reconcile(
-                ref=ref,
-                spec=dict(body.spec),
-                generation=body.metadata.get("generation"),
-                previous=dict(body.status),
-                cluster=context.cluster,
-                probe=context.probe,
-                now=_now(),
-                options=context.options,
-            )
-        except errors.OperatorError as exc:
-            metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
-            if raise_errors:
-                raise _to_kopf(exc) from exc
-            return
-    patch.status.update(outcome.status)
-    for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+    with context.locks[f"{ref.namespace}/{ref.name}"], metrics.DURATION.labels(trigger=trigger).time():
+        outcome = reconcile.reconcile(
+            ref=ref,
+            spec=dict(body.get("spec") or {}),
+            generation=(body.get("metadata") or {}).get("generation"),
+            previous=dict(body.get("status") or {}),
+            cluster=context.cluster,
+            probe=context.probe,
+            now=_now(),
+            options=context.options,
+        )
     context.phases[f"{ref.namespace}/{ref.name}"] = outcome.status["phase"]
     metrics.set_phases(context.phases)
     if outcome.error is not None:
         metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(outcome.error)).inc()
+    return outcome
+
+
+def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, raise_errors: bool) -> None:
+    context: Context = memo.context
+    try:
+        outcome = _reconcile(context, trigger, _ref(body), body)
+    except errors.OperatorError as exc:
+        metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
         if raise_errors:
-            raise _to_kopf(outcome.error) from outcome.error
+            raise _to_kopf(exc) from exc
+        return
+    assert outcome is not None
+    patch.status.update(outcome.status)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+    if outcome.error is not None and raise_errors:
+        raise _to_kopf(outcome.error) from outcome.error
 
 
 def _to_kopf(exc: errors.OperatorError) -> Exception:
@@ -147,6 +164,36 @@ def on_resume(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> 
 def on_timer(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """Re-read partitions and the driver: a rescale, a failed driver or a lost Pod is repaired here."""
     _run("timer", body, patch, memo, raise_errors=False)
+
+
+@kopf.on.event("v1", "pods", labels={desired.APP_LABEL: kopf.PRESENT})
+def on_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A driver or executor Pod changed (scheduled, ready, ended, gone): update its app's status now
+    instead of at the next timer tick, and replace a driver that ended."""
+    context: Context = memo.context
+    namespace, name = str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
+    try:
+        app = context.cluster.get(f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name)
+        if app is None or app["metadata"].get("deletionTimestamp"):
+            return  # being deleted: on_delete cleans up
+        ref = desired.AppRef(name=name, namespace=namespace, uid=str(app["metadata"]["uid"]))
+        outcome = _reconcile(context, "pod", ref, app)
+        assert outcome is not None
+        if outcome.status != {k: (app.get("status") or {}).get(k) for k in outcome.status}:
+            context.cluster.patch_status(
+                f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name, outcome.status
+            )
+    except errors.OperatorError as exc:
+        # The app's own handlers and timer retry; a pod event is only a hint to look sooner.
+        metrics.ERRORS.labels(trigger="pod", kind=_error_kind(exc)).inc()
+        return
+    for event in outcome.events:
+        kopf.event(
+            kopf.Body(typing.cast(kopf.RawBody, app)),
+            type=event.type,
+            reason=event.reason,
+            message=event.message,
+        )
 
 
 @kopf.on.delete(*_RESOURCE)

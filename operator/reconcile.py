@@ -19,6 +19,7 @@ from typing import Any, Literal
 from streamapp.operator import cluster as cluster_
 from streamapp.operator import desired, errors, kafka_probe, scaling, status, validation
 from streamapp.runtime import manifest
+from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import deployment, models
 
 __all__ = ["Event", "Outcome", "cleanup", "driver_action", "observe_driver", "reconcile"]
@@ -139,7 +140,35 @@ def reconcile(
     now: str,
     options: desired.Options | None = None,
 ) -> Outcome:
-    """Bring the cluster one step closer to ``spec`` and report where it stands."""
+    """Bring the cluster one step closer to ``spec`` and report where it stands.
+
+    Function references in the spec are checked for form only: they live in the app's runtime
+    image, not the operator's, and importing them would run a user's code in the operator.
+    """
+    with check.functions_by_form_only():
+        return _reconcile(
+            ref=ref,
+            spec=spec,
+            generation=generation,
+            previous=previous,
+            cluster=cluster,
+            probe=probe,
+            now=now,
+            options=options,
+        )
+
+
+def _reconcile(
+    *,
+    ref: desired.AppRef,
+    spec: Mapping[str, Any],
+    generation: int | None,
+    previous: Mapping[str, Any] | None,
+    cluster: cluster_.Cluster,
+    probe: kafka_probe.Probe,
+    now: str,
+    options: desired.Options | None = None,
+) -> Outcome:
     previous = previous or {}
     pod_name = desired.driver_pod_name(ref.name)
     found = validation.problems(name=ref.name, namespace=ref.namespace, spec=spec)

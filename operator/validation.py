@@ -18,6 +18,7 @@ import yaml
 from streamapp.operator import errors
 from streamapp.runtime import errors as runtime_errors
 from streamapp.runtime import manifest
+from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import models
 
 __all__ = ["MAX_NAME_LENGTH", "RESERVED_SPARK_CONF", "parse", "problems", "to_manifest"]
@@ -99,7 +100,8 @@ def _cluster_problems(spec: models.StreamAppSpec) -> list[runtime_errors.Problem
 def problems(*, name: str, namespace: str | None, spec: Mapping[str, Any]) -> list[runtime_errors.Problem]:
     """Every reason this StreamApp cannot run in a cluster; empty when it can."""
     document = to_manifest(name=name, namespace=namespace, spec=spec)
-    found = _name_problems(name) + manifest.validate_manifest(yaml.safe_dump(document, sort_keys=False))
+    with check.functions_by_form_only():  # they are in the app's image; never run them here
+        found = _name_problems(name) + manifest.validate_manifest(yaml.safe_dump(document, sort_keys=False))
     if found:
         return found
     return _cluster_problems(models.StreamAppSpec.model_validate(dict(spec)))

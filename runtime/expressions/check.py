@@ -3,14 +3,18 @@
 Spark SQL expressions are parsed with sqlglot's Spark dialect; a syntax error or a column that is
 not one of a record's (key, value, timestamp, headers, partition, offset, topic) is reported with
 a suggestion. Function references are checked for form and, where the module can be imported
-here, for existence.
+here, for existence — except under :func:`functions_by_form_only`: the operator validates specs
+whose functions live in the app's runtime image, not in its own, and must never run a user's code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import importlib
 import re
+from collections.abc import Iterator
 
 import sqlglot
 from sqlglot import exp
@@ -20,10 +24,13 @@ __all__ = [
     "check_expression",
     "check_function_ref",
     "check_type",
+    "functions_by_form_only",
     "is_boolean_expression",
     "schema_fields",
     "struct_fields",
 ]
+
+_IMPORT_FUNCTIONS = contextvars.ContextVar("streamapp_import_functions", default=True)
 
 RECORD_COLUMNS = ("key", "value", "timestamp", "headers", "partition", "offset", "topic")
 _REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -95,10 +102,22 @@ def struct_fields(expr: str) -> list[tuple[str, str]]:
     return out
 
 
+@contextlib.contextmanager
+def functions_by_form_only() -> Iterator[None]:
+    """Within this block (this thread or task), function references are checked for form only."""
+    token = _IMPORT_FUNCTIONS.set(False)
+    try:
+        yield
+    finally:
+        _IMPORT_FUNCTIONS.reset(token)
+
+
 def check_function_ref(ref: str) -> str | None:
     """None when ``ref`` looks like ``package.module:function`` and resolves (if importable here)."""
     if not _REF.match(ref):
         return f"a function reference is 'package.module:function', not {ref!r}"
+    if not _IMPORT_FUNCTIONS.get():
+        return None
     module_name, qualname = ref.split(":")
     try:
         module = importlib.import_module(module_name)

@@ -21,10 +21,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
 
 __all__ = [
     "Record",
+    "add_partitions",
     "consume",
     "create_topics",
     "partition_counts",
@@ -138,6 +139,32 @@ def create_topics(
     while partition_counts(bootstrap, list(topics), client_config=client_config) != dict(topics):
         if time.monotonic() > deadline:
             raise TimeoutError(f"topics {sorted(topics)} not visible on {bootstrap} after {timeout} s")
+        time.sleep(0.1)
+
+
+def add_partitions(
+    bootstrap: str,
+    totals: Mapping[str, int],
+    *,
+    timeout: float = 30.0,
+    client_config: Mapping[str, str] | None = None,
+) -> None:
+    """Grow each topic to the given total partition count (Kafka never shrinks a topic)."""
+    reports = _Reports(bootstrap)
+    client = AdminClient(_config(bootstrap, client_config, reports))
+    futures = client.create_partitions(
+        [NewPartitions(name, total) for name, total in totals.items()], operation_timeout=timeout
+    )
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            client.poll(0)
+            raise reports.explain(exc) from exc
+    deadline = time.monotonic() + timeout
+    while partition_counts(bootstrap, list(totals), client_config=client_config) != dict(totals):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions of {sorted(totals)} not visible on {bootstrap} after {timeout} s")
         time.sleep(0.1)
 
 

@@ -80,6 +80,12 @@ class FakeCluster:
             del self.objects[key]
         return True
 
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None:
+        self.calls.append(("patch_status", kind, name))
+        self.objects[(kind, namespace, name)]["status"] = copy.deepcopy(dict(status))
+
     # Test helpers: what the kubelet and the grace period would do.
     def run_pod(self, name: str, *, ready: bool = True, phase: str = "Running") -> None:
         pod = self.objects[("Pod", REF.namespace, name)]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streamapp.operator import errors, validation
+from streamapp.operator import errors, reconcile, validation
 
 
 def _problems(spec: dict[str, Any], name: str = "wordcount") -> list[str]:
@@ -91,4 +91,31 @@ def test_parse_raises_with_every_problem(spec: dict[str, Any]) -> None:
     assert [p.path for p in caught.value.problems] == [
         "spec.kafka.bootstrapServers",
         "spec.checkpointLocation",
+    ]
+
+
+def test_functions_are_checked_for_form_and_never_imported_by_the_operator(
+    spec: dict[str, Any],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    ref: Any,
+    fake_cluster: Any,
+    make_probe: Any,
+) -> None:
+    """A function lives in the app's runtime image: the operator cannot import it, and must not
+    run a user's module (its code would run with the operator's rights)."""
+    (tmp_path / "user_logic.py").write_text("raise SystemExit('the operator imported user code')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    steps = spec["topology"]["streams"][0]["steps"]
+    steps[1] = {"filter": {"function": "user_logic:keep"}}
+    steps.insert(0, {"peek": {"function": "not_installed_here.audit:record"}})
+    assert _problems(spec) == []
+    outcome = reconcile.reconcile(
+        ref=ref, spec=spec, generation=1, previous={}, cluster=fake_cluster, probe=make_probe({}), now="t"
+    )
+    assert outcome.error is None and outcome.status["phase"] == "Pending"
+    steps[0] = {"peek": {"function": "print"}}  # the form is still checked
+    assert _problems(spec) == [
+        "spec.topology.streams[0].steps[0].peek.function: a function reference is "
+        "'package.module:function', not 'print'"
     ]
