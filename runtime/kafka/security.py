@@ -173,8 +173,8 @@ def resolve(spec: models.KafkaSpec | None, read: Callable[[Reference], str]) -> 
     """
     if spec is None or (spec.tls is None and spec.sasl is None):
         return PLAINTEXT
-    values = {ref.field: read(ref) for ref in references(spec)}
     refs = {ref.field: ref for ref in references(spec)}
+    values = {field: read(ref) for field, ref in refs.items()}
     tls, sasl = spec.tls, spec.sasl
     protocol: Protocol = "SASL_SSL" if tls and sasl else "SSL" if tls else "SASL_PLAINTEXT"
     ca = values.get("spec.kafka.tls.ca")
@@ -227,7 +227,7 @@ def _pkcs8(text: str, ref: Reference) -> str:
         raise errors.KafkaCredentialsError(f"{ref}: expected one PEM private key, found {found}")
     kind, body = blocks[0][1], blocks[0][2]
     if kind == "PRIVATE KEY":
-        return text.strip() + "\n"
+        return blocks[0][0] + "\n"  # the block alone: tools put "Bag Attributes" lines around it
     if kind == "RSA PRIVATE KEY":
         try:
             pkcs1 = base64.b64decode("".join(body.split()), validate=True)
@@ -238,7 +238,7 @@ def _pkcs8(text: str, ref: Reference) -> str:
         wrapped = "\n".join(lines[i : i + 64] for i in range(0, len(lines), 64))
         return f"-----BEGIN PRIVATE KEY-----\n{wrapped}\n-----END PRIVATE KEY-----\n"
     raise errors.KafkaCredentialsError(
-        f"{ref}: a {kind} is not supported; store an unencrypted PKCS#8 key "
+        f"{ref}: {kind} is not supported; store an unencrypted PKCS#8 key "
         "(openssl pkcs8 -topk8 -nocrypt -in key.pem)"
     )
 

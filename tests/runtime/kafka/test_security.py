@@ -127,6 +127,9 @@ def test_pkcs1_rsa_key_is_rewrapped_as_pkcs8_like_openssl_does(tmp_path: pathlib
     assert pkcs1.startswith("-----BEGIN RSA PRIVATE KEY-----")
     creds = _resolve(_spec(**SECURE), {**VALUES, "tls.key": pkcs1})
     assert creds.private_key == (tmp_path / "k8.pem").read_text()
+    # A PKCS#8 key is kept as it is, without what tools write around the block.
+    exported = "Bag Attributes\n    localKeyID: 01\n" + (tmp_path / "k8.pem").read_text()
+    assert _resolve(_spec(**SECURE), {**VALUES, "tls.key": exported}).private_key == creds.private_key
 
 
 @pytest.mark.parametrize(
@@ -135,7 +138,7 @@ def test_pkcs1_rsa_key_is_rewrapped_as_pkcs8_like_openssl_does(tmp_path: pathlib
         (
             "tls.key",
             "-----BEGIN EC PRIVATE KEY-----\nRUM=\n-----END EC PRIVATE KEY-----\n",
-            "spec.kafka.tls.privateKey (Secret kafka-client, key tls.key): a EC PRIVATE KEY is not "
+            "spec.kafka.tls.privateKey (Secret kafka-client, key tls.key): EC PRIVATE KEY is not "
             "supported; store an unencrypted PKCS#8 key (openssl pkcs8 -topk8 -nocrypt -in key.pem)",
         ),
         (
