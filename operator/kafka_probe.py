@@ -10,7 +10,7 @@ that do not answer raise :class:`errors.KafkaProbeError`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from streamapp.operator import errors
@@ -29,9 +29,15 @@ class Standing:
 
 
 class Probe(Protocol):
-    def partitions(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]: ...
+    """``config``: librdkafka settings of the app's connection (TLS, SASL; see :mod:`kafka_auth`)."""
 
-    def standing(self, bootstrap: str, group: str, topics: Sequence[str]) -> Standing | None:
+    def partitions(
+        self, bootstrap: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> dict[str, int]: ...
+
+    def standing(
+        self, bootstrap: str, group: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> Standing | None:
         """None: the app never committed progress (its driver has not finished a batch yet)."""
         ...
 
@@ -42,26 +48,30 @@ class AdminProbe:
     def __init__(self, *, timeout: float = 5.0) -> None:
         self.timeout = timeout
 
-    def partitions(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+    def partitions(
+        self, bootstrap: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> dict[str, int]:
         from confluent_kafka import KafkaException  # noqa: PLC0415 - only the live probe needs it
 
         from streamapp.runtime.kafka import admin  # noqa: PLC0415
 
         try:
-            return admin.partition_counts(bootstrap, topics, timeout=self.timeout)
+            return admin.partition_counts(bootstrap, topics, timeout=self.timeout, client_config=config)
         except KafkaException as exc:
             raise errors.KafkaProbeError(
                 f"Kafka at {bootstrap} did not answer a metadata request for {', '.join(topics)}: {exc}",
                 delay=30,
             ) from exc
 
-    def standing(self, bootstrap: str, group: str, topics: Sequence[str]) -> Standing | None:
+    def standing(
+        self, bootstrap: str, group: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> Standing | None:
         from confluent_kafka import KafkaException  # noqa: PLC0415
 
         from streamapp.runtime.kafka import progress  # noqa: PLC0415
 
         try:
-            found = progress.standing(bootstrap, group, topics, timeout=self.timeout)
+            found = progress.standing(bootstrap, group, topics, config=config, timeout=self.timeout)
         except (KafkaException, TimeoutError) as exc:
             raise errors.KafkaProbeError(
                 f"Kafka at {bootstrap} did not give the offsets of consumer group {group}: {exc}", delay=30

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from streamapp.operator import cluster as cluster_
-from streamapp.operator import desired, errors, kafka_probe, scaling, status, validation
+from streamapp.operator import desired, errors, kafka_auth, kafka_probe, scaling, status, validation
 from streamapp.runtime import manifest
 from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import deployment, models
@@ -93,28 +93,53 @@ def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
     return sum(1 for pod in pods if (observed := observe_driver(pod)) and observed.ready)
 
 
+def _kafka_config(
+    app: models.StreamApp, ref: desired.AppRef, cluster: cluster_.Cluster, events: list[Event]
+) -> dict[str, str] | None:
+    """The app's Kafka credentials for the operator's own probes; None (and a warning) when a
+    Secret it names is missing or unusable: the probes are skipped, the last values kept."""
+    try:
+        return kafka_auth.client_config(app.spec.kafka, namespace=ref.namespace, cluster=cluster)
+    except errors.KafkaSecretError as exc:
+        events.append(Event("Warning", "KafkaCredentials", str(exc)))
+        return None
+
+
 def _partitions(
-    app: models.StreamApp, probe: kafka_probe.Probe, previous: Mapping[str, Any], events: list[Event]
+    app: models.StreamApp,
+    probe: kafka_probe.Probe,
+    previous: Mapping[str, Any],
+    events: list[Event],
+    config: Mapping[str, str] | None,
 ) -> int | None:
+    known = previous.get("inputPartitions")
+    if config is None:
+        return int(known) if known is not None else None
     topics = manifest.build_topology(app).source_topics()
     bootstrap = app.spec.kafka.bootstrap_servers if app.spec.kafka else None
     try:
-        return scaling.total_partitions(probe.partitions(bootstrap or "", topics))
+        return scaling.total_partitions(probe.partitions(bootstrap or "", topics, config=config))
     except errors.KafkaProbeError as exc:
         # Keep running on the last count: a Kafka outage is no reason to restart drivers.
         events.append(Event("Warning", "KafkaUnreachable", str(exc)))
-        known = previous.get("inputPartitions")
         return int(known) if known is not None else None
 
 
 def _standing(
-    app: models.StreamApp, ref: desired.AppRef, probe: kafka_probe.Probe, events: list[Event]
+    app: models.StreamApp,
+    ref: desired.AppRef,
+    probe: kafka_probe.Probe,
+    events: list[Event],
+    config: Mapping[str, str] | None,
 ) -> kafka_probe.Standing | None:
     """The driver's last committed progress; None (the status keeps its last values) when unknown."""
+    # One warning per reconciliation: when the partitions could not be read, neither can this.
+    if config is None or any(e.reason == "KafkaUnreachable" for e in events):
+        return None
     topics = manifest.build_topology(app).source_topics()
     bootstrap = app.spec.kafka.bootstrap_servers if app.spec.kafka else None
     try:
-        return probe.standing(bootstrap or "", desired.progress_group(ref), topics)
+        return probe.standing(bootstrap or "", desired.progress_group(ref), topics, config=config)
     except errors.KafkaProbeError as exc:
         events.append(Event("Warning", "KafkaUnreachable", str(exc)))
         return None
@@ -188,7 +213,8 @@ def _reconcile(
     )
     plan = app.spec.deployment or deployment.Deployment()
     events: list[Event] = []
-    partitions = _partitions(app, probe, previous, events)
+    config = _kafka_config(app, ref, cluster, events)
+    partitions = _partitions(app, probe, previous, events, config)
     executors = scaling.desired_executors(plan.executors, partitions)
     wanted = desired.render(ref=ref, app=app, executors=executors, options=options)
 
@@ -225,10 +251,7 @@ def _reconcile(
         driver=seen,
         executors_ready=_executors_ready(cluster, ref),
         partitions=partitions,
-        # One warning per reconciliation: when the partitions could not be read, neither can this.
-        standing=None
-        if "KafkaUnreachable" in {e.reason for e in events}
-        else _standing(app, ref, probe, events),
+        standing=_standing(app, ref, probe, events, config),
     )
     target = status.Target(
         generation=generation, revision=wanted.revision, executors=executors, suspend=plan.suspend

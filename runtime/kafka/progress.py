@@ -211,12 +211,9 @@ def standing(
     ]
     if not partitions:
         return None
-    listed = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
-    )
     committed = {
         (tp.topic, tp.partition): tp
-        for tp in listed[group].result(timeout=timeout).topic_partitions
+        for tp in _committed(admin, group, partitions, timeout)
         if tp.offset >= 0 and tp.error is None
     }
     if not committed:
@@ -241,6 +238,24 @@ def standing(
         time=str(newest["time"]) if "time" in newest else None,
         rate=float(newest["rate"]) if "rate" in newest else None,
     )
+
+
+def _committed(
+    admin: AdminClient, group: str, partitions: Sequence[TopicPartition], timeout: float
+) -> list[TopicPartition]:
+    """The group's committed offsets, waiting out a coordinator that is still loading."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, list(partitions))], request_timeout=timeout
+        )
+        try:
+            return list(listed[group].result(timeout=timeout).topic_partitions)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+            if code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _list_offsets(

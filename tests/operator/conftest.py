@@ -113,13 +113,19 @@ class FakeProbe:
         self.fail = fail
         self.progress = standing
         self.groups: list[str] = []
+        self.configs: list[dict[str, str]] = []
 
-    def partitions(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+    def partitions(
+        self, bootstrap: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> dict[str, int]:
+        self.configs.append(dict(config or {}))
         if self.fail:
             raise errors.KafkaProbeError(f"Kafka at {bootstrap} did not answer", delay=30)
         return {t: self.counts[t] for t in topics if t in self.counts}
 
-    def standing(self, bootstrap: str, group: str, topics: Sequence[str]) -> kafka_probe.Standing | None:
+    def standing(
+        self, bootstrap: str, group: str, topics: Sequence[str], *, config: Mapping[str, str] | None = None
+    ) -> kafka_probe.Standing | None:
         if self.fail:
             raise errors.KafkaProbeError(f"Kafka at {bootstrap} did not answer", delay=30)
         self.groups.append(group)

@@ -183,3 +183,32 @@ def test_progress_is_read_from_the_group_the_driver_is_told(
     assert driver is not None
     env = {e["name"]: e.get("value") for e in driver["spec"]["containers"][0]["env"]}
     assert probe.groups == [env["STREAMAPP_PROGRESS_GROUP"]] == ["streamapp.apps.wordcount"]
+
+
+def test_the_probes_use_the_apps_kafka_credentials_and_a_missing_secret_is_reported(
+    run: Any, spec: dict[str, Any], fake_cluster: Any, make_probe: Any, ref: desired.AppRef
+) -> None:
+    spec["kafka"]["sasl"] = {
+        "mechanism": "SCRAM-SHA-512",
+        "username": {"name": "kafka-user", "key": "username"},
+        "password": {"name": "kafka-user", "key": "password"},
+    }
+    missing = run(spec)
+    assert [e.reason for e in missing.events][:1] == ["KafkaCredentials"]
+    assert "spec.kafka.sasl.username (Secret kafka-user, key username)" in missing.events[0].message
+    assert missing.status["executors"]["desired"] == 1  # partitions unknown: start small
+
+    fake_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "kafka-user", "namespace": ref.namespace},
+            "data": {"username": "YXBw", "password": "czNjcjN0"},  # app / s3cr3t
+        }
+    )
+    probe = make_probe({"text-lines": 6})
+    reconcile.reconcile(
+        ref=ref, spec=spec, generation=1, previous={}, cluster=fake_cluster, probe=probe, now=NOW
+    )
+    assert probe.configs[0]["sasl.username"] == "app" and probe.configs[0]["sasl.password"] == "s3cr3t"
+    assert probe.configs[0]["security.protocol"] == "SASL_PLAINTEXT"
