@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help setup lint format typecheck test unit e2e bench demo crds chart-test clean
+.PHONY: help setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,7 +59,10 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite
 e2e: setup ## the e2e suite against a real control plane on loopback
 	$(PY) -m pytest e2e
 
-bench: bench-run ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
+bench: bench-run bench-operator ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
+
+bench-operator: setup ## time from `kubectl apply` to the driver Pod, median of 20 (tests/bench/results/OPERATOR.md)
+	$(PY) -m tests.bench.operator_latency --apps 20
 
 demo: setup ## word count, live, on a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo
@@ -67,8 +70,9 @@ demo: setup ## word count, live, on a real broker and a real Spark query
 crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it is stale)
 	$(PY) -m streamapp.operator._crdgen
 
-chart-test: setup ## render and test the Helm chart
-	@echo "chart-test: no chart yet (issue: operator)"; exit 1
+chart-test: $(STAMP) e2e-deps ## lint, render and test the Helm chart (with the helm `make setup` builds)
+	$(STREAMAPP_CACHE)/bin/helm lint --strict charts/streamapp-operator
+	$(PY) -m pytest -q tests/operator/test_chart_and_images.py tests/operator/test_crd.py
 
 clean: ## remove the venv and build leftovers (the download cache stays)
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -51,8 +51,7 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.C
         kube.stop()
 
 
-#: The namespace the e2e operator watches and the apps under test live in.
-APPS_NAMESPACE = "apps-e2e"
+APPS_NAMESPACE = operator_proc.APPS_NAMESPACE
 
 
 @pytest.fixture(scope="session")

@@ -19,14 +19,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 import cluster
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "streamapp-operator"
 CRD = ROOT / "crds" / "streamapp.io_streamapps.yaml"
 RELEASE, RELEASE_NAMESPACE = "streamapp", "streamapp-system"
+#: The namespace the e2e operator watches and the apps under test live in.
+APPS_NAMESPACE = NS = "apps-e2e"
 
 
 def install_crd(kube: cluster.Cluster) -> None:
@@ -153,3 +157,56 @@ def app_status(kube: cluster.Cluster, namespace: str, name: str) -> dict[str, An
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
+
+
+def manifest(name: str, *, source: str, sink: str, bootstrap: str, **deployment: Any) -> dict[str, Any]:
+    """The word count of seed 000 as a StreamApp, with a checkpoint and the given deployment."""
+    return {
+        "apiVersion": "streamapp.io/v1alpha1",
+        "kind": "StreamApp",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "kafka": {"bootstrapServers": bootstrap},
+            "checkpointLocation": f"/tmp/streamapp-e2e/{name}-{uuid.uuid4().hex[:6]}",
+            "topology": {
+                "defaults": {"keySerde": "string", "valueSerde": "string"},
+                "streams": [
+                    {
+                        "name": "counts",
+                        "from": {"topic": source},
+                        "steps": [
+                            {"flatMapValues": "explode(split(lower(value), '\\\\W+'))"},
+                            {"filter": "value != ''"},
+                            {"groupBy": "value"},
+                            {"count": {}},
+                            {"toStream": {}},
+                            {"to": {"topic": sink, "valueSerde": "long"}},
+                        ],
+                    }
+                ],
+            },
+            "deployment": {"executors": {"min": 1, "max": 8, "coresPerExecutor": 1}, **deployment},
+        },
+    }
+
+
+def apply(kube: cluster.Cluster, doc: dict[str, Any] | str) -> str:
+    text = doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False)
+    return kube.kubectl("apply", "-f", "-", input=text)
+
+
+def driver(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
+    found = kube.kubectl(
+        "get", "pods", "-n", NS, "-l", f"streamapp.io/app={name},spark-role=driver", "-o", "json"
+    )
+    items = json.loads(found)["items"]
+    return dict(items[0]) if items else None
+
+
+def ready(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
+    """The status once Ready is True and it describes the current generation (else None)."""
+    app = json.loads(kube.kubectl("get", "streamapp", name, "-n", NS, "-o", "json"))
+    status = app.get("status") or {}
+    if condition(status, "Ready").get("status") != "True":
+        return None
+    return dict(status) if status.get("observedGeneration") == app["metadata"]["generation"] else None

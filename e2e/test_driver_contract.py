@@ -25,8 +25,7 @@ from typing import Any
 import cluster
 import operator_proc
 import pytest
-from conftest import APPS_NAMESPACE
-from test_operator import apply, driver, manifest, ready
+from operator_proc import APPS_NAMESPACE, apply, driver, manifest, ready
 
 from streamapp.runtime.kafka import admin
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ import cluster
 import operator_proc
 import pytest
 import yaml
-from conftest import APPS_NAMESPACE
+from operator_proc import APPS_NAMESPACE, apply, driver, manifest, ready
 
 from streamapp.runtime.kafka import admin
 
@@ -48,59 +47,6 @@ def _eventually(what: str, check: Callable[[], Any], timeout: float = 60, operat
         time.sleep(0.25)
     tail = f"\noperator log:\n{operator.tail()}" if operator is not None else ""
     pytest.fail(f"{what} within {timeout:.0f}s (last: {last}){tail}")
-
-
-def manifest(name: str, *, source: str, sink: str, bootstrap: str, **deployment: Any) -> dict[str, Any]:
-    """The word count of seed 000 as a StreamApp, with a checkpoint and the given deployment."""
-    return {
-        "apiVersion": "streamapp.io/v1alpha1",
-        "kind": "StreamApp",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "kafka": {"bootstrapServers": bootstrap},
-            "checkpointLocation": f"/tmp/streamapp-e2e/{name}-{uuid.uuid4().hex[:6]}",
-            "topology": {
-                "defaults": {"keySerde": "string", "valueSerde": "string"},
-                "streams": [
-                    {
-                        "name": "counts",
-                        "from": {"topic": source},
-                        "steps": [
-                            {"flatMapValues": "explode(split(lower(value), '\\\\W+'))"},
-                            {"filter": "value != ''"},
-                            {"groupBy": "value"},
-                            {"count": {}},
-                            {"toStream": {}},
-                            {"to": {"topic": sink, "valueSerde": "long"}},
-                        ],
-                    }
-                ],
-            },
-            "deployment": {"executors": {"min": 1, "max": 8, "coresPerExecutor": 1}, **deployment},
-        },
-    }
-
-
-def apply(kube: cluster.Cluster, doc: dict[str, Any] | str) -> str:
-    text = doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False)
-    return kube.kubectl("apply", "-f", "-", input=text)
-
-
-def driver(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
-    found = kube.kubectl(
-        "get", "pods", "-n", NS, "-l", f"streamapp.io/app={name},spark-role=driver", "-o", "json"
-    )
-    items = json.loads(found)["items"]
-    return dict(items[0]) if items else None
-
-
-def ready(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
-    """The status once Ready is True and it describes the current generation (else None)."""
-    app = json.loads(kube.kubectl("get", "streamapp", name, "-n", NS, "-o", "json"))
-    status = app.get("status") or {}
-    if operator_proc.condition(status, "Ready").get("status") != "True":
-        return None
-    return dict(status) if status.get("observedGeneration") == app["metadata"]["generation"] else None
 
 
 def spark_conf(kube: cluster.Cluster, name: str) -> dict[str, str]:
@@ -179,10 +125,16 @@ def test_suspend_stops_the_driver_and_resume_starts_it_again(
     )
     status = _eventually(
         "pausable was not Suspended",
-        lambda: (s := operator_proc.app_status(kube, NS, "pausable")).get("phase") == "Suspended" and s,
+        lambda: (
+            operator_proc.condition(s := operator_proc.app_status(kube, NS, "pausable"), "Ready").get(
+                "reason"
+            )
+            == "Suspended"
+            and s
+        ),
         operator=op,
     )
-    assert operator_proc.condition(status, "Ready")["reason"] == "Suspended"
+    assert status["phase"] == "Suspended" and status.get("driverPod") is None
     # What the app resumes from stays: its configuration (and the checkpoint the spec names).
     assert spark_conf(kube, "pausable")["spark.executor.instances"] == "2"
 
@@ -300,7 +252,11 @@ def test_invalid_manifests_are_refused_or_degraded_and_never_disturb_a_running_a
             return status if found.get("status") == "True" and message in found.get("message", "") else None
 
         status = _eventually(f"{name}: no Degraded condition naming '{expected}'", degraded_with, operator=op)
-        assert operator_proc.condition(status, "Ready")["status"] == "True", (name, status)
+        assert operator_proc.condition(status, "Ready")["status"] == "True", (
+            name,
+            status,
+            driver(kube, "steady"),
+        )
         degraded.append(name)
         now = driver(kube, "steady")
         assert now is not None and now["metadata"]["uid"] == running["metadata"]["uid"], name
@@ -340,22 +296,38 @@ def test_an_invalid_new_app_gets_no_driver(
     assert any(e.startswith("InvalidSpec: spec.topology.streams[0].steps[0]") for e in events(kube, "broken"))
 
 
-def test_operator_metrics(streamapp_operator: operator_proc.Operator) -> None:
-    text = streamapp_operator.metrics()
-    values = {
-        line.split(" ")[0]: float(line.split(" ")[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#")
-    }
-    assert values['streamapp_operator_reconciliations_total{trigger="create"}'] >= 1
-    invalid = [
-        v
-        for k, v in values.items()
-        if k.startswith("streamapp_operator_reconcile_errors_total") and 'kind="invalid_spec"' in k
-    ]
-    assert sum(invalid) >= 1  # the invalid manifests above
-    assert values['streamapp_operator_apps{phase="Running"}'] >= 1
-    assert values['streamapp_operator_reconcile_duration_seconds_count{trigger="create"}'] >= 1
+def test_operator_metrics(
+    streamapp_operator: operator_proc.Operator, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    kube, op = _kube(streamapp_operator), streamapp_operator
+    apply(kube, manifest("measured", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap))
+    _eventually("measured was not Ready", lambda: ready(kube, "measured"), operator=op)
+    broken = manifest("measured-broken", source="in", sink="out", bootstrap=kafka_bootstrap)
+    broken["spec"]["topology"]["streams"][0]["steps"][1] = {"filter": "valeu != ''"}
+    apply(kube, broken)
+
+    def scraped() -> dict[str, float] | None:
+        text = streamapp_operator.metrics()
+        values = {
+            line.split(" ")[0]: float(line.split(" ")[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        invalid = sum(
+            v
+            for k, v in values.items()
+            if k.startswith("streamapp_operator_reconcile_errors_total{") and 'kind="invalid_spec"' in k
+        )
+        return (
+            values
+            if invalid >= 1 and values.get('streamapp_operator_apps{phase="Running"}', 0) >= 1
+            else None
+        )
+
+    values = _eventually("the metrics never counted a Running app and an invalid spec", scraped, operator=op)
+    assert values['streamapp_operator_reconciliations_total{trigger="create"}'] >= 2
+    assert values['streamapp_operator_reconcile_duration_seconds_count{trigger="create"}'] >= 2
+    assert values['streamapp_operator_apps{phase="Failed"}'] >= 1
 
 
 def _kube(operator: operator_proc.Operator) -> cluster.Cluster:

@@ -84,7 +84,12 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any]) -> 
     running = driver is not None and driver.phase == "Running" and driver.ready and not driver.terminating
     if target.problems:
         text = _problems_text(target.problems)
-        untouched = "the running driver is left untouched" if running else "nothing was deployed"
+        if running:
+            untouched = "the running driver is left untouched"
+        elif driver is not None:
+            untouched = f"driver Pod {driver.name} ({driver.phase}) is left as it is"
+        else:
+            untouched = "nothing was deployed"
         return _Verdict(
             phase=str(previous.get("phase") or "Running") if running else "Failed",
             ready=(running, "DriverRunning" if running else "InvalidSpec", untouched),
