@@ -77,7 +77,9 @@ def _pod_exists(kube: cluster.Cluster, name: str) -> bool:
     return True
 
 
-def measure(kube: cluster.Cluster, bootstrap: str, apps: int) -> list[dict[str, float]]:
+def measure(
+    kube: cluster.Cluster, bootstrap: str, apps: int, op: operator_proc.Operator
+) -> list[dict[str, float]]:
     runs = []
     for i in range(apps):
         name = f"app-{i:02d}"
@@ -87,7 +89,7 @@ def measure(kube: cluster.Cluster, bootstrap: str, apps: int) -> list[dict[str, 
         returned = time.monotonic()
         while not _pod_exists(kube, name):
             if time.monotonic() - launched > 60:
-                raise RuntimeError(f"no driver Pod for {name} after 60 s")
+                raise RuntimeError(f"no driver Pod for {name} after 60 s; operator log:\n{op.tail(80)}")
             time.sleep(0.01)
         seen = time.monotonic()
         runs.append({"from_launch_ms": (seen - launched) * 1000, "from_return_ms": (seen - returned) * 1000})
@@ -147,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             op = operator_proc.Operator(kube, kube.kubeconfig, NAMESPACE, pathlib.Path(tmp))
             op.start()
             try:
-                runs = measure(kube, kafka.bootstrap, args.apps)
+                runs = measure(kube, kafka.bootstrap, args.apps, op)
             finally:
                 op.stop()
             version = json.loads(kube.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
