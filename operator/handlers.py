@@ -9,7 +9,6 @@ with kopf's default registry (``python -m streamapp.operator`` does).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
 import logging
@@ -40,9 +39,12 @@ class Context:
     phases: dict[str, str] = dataclasses.field(default_factory=dict)
     #: One reconciliation per app at a time: the app's own handlers and its pods' events run in
     #: kopf's thread pool, and two at once could both decide to replace the driver.
-    locks: collections.defaultdict[str, threading.Lock] = dataclasses.field(
-        default_factory=lambda: collections.defaultdict(threading.Lock)
-    )
+    locks: dict[str, threading.Lock] = dataclasses.field(default_factory=dict)
+    _locks_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def lock(self, app: str) -> threading.Lock:
+        with self._locks_lock:
+            return self.locks.setdefault(app, threading.Lock())
 
 
 def _load_kube_config() -> None:
@@ -65,6 +67,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     )
     # Our own events say what happened; kopf's per-log-line events would drown them.
     settings.posting.level = logging.WARNING
+    # Handlers are synchronous and wait on the API server and Kafka: enough threads that apps
+    # waiting on a slow broker never hold up another app's creation (asyncio's default is 6 here).
+    settings.execution.max_workers = 32
     if getattr(memo, "context", None) is None:
         _load_kube_config()
         memo.context = Context(
@@ -104,7 +109,7 @@ def _reconcile(
 ) -> reconcile.Outcome | None:
     """One reconciliation of the app in ``body``, counted and timed; None when it raised."""
     metrics.RECONCILES.labels(trigger=trigger).inc()
-    with context.locks[f"{ref.namespace}/{ref.name}"], metrics.DURATION.labels(trigger=trigger).time():
+    with context.lock(f"{ref.namespace}/{ref.name}"), metrics.DURATION.labels(trigger=trigger).time():
         outcome = reconcile.reconcile(
             ref=ref,
             spec=dict(body.get("spec") or {}),

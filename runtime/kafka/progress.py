@@ -201,6 +201,7 @@ def standing(
     A partition without a committed offset (added after the last batch) counts from its earliest
     record, as the app will read it.
     """
+    deadline = time.monotonic() + timeout  # for the whole call, not for each request in it
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, **(config or {})})
     metadata = admin.list_topics(timeout=timeout)
     partitions = [
@@ -213,13 +214,13 @@ def standing(
         return None
     committed = {
         (tp.topic, tp.partition): tp
-        for tp in _committed(admin, group, partitions, timeout)
+        for tp in _committed(admin, group, partitions, deadline)
         if tp.offset >= 0 and tp.error is None
     }
     if not committed:
         return None
-    ends = _list_offsets(admin, partitions, OffsetSpec.latest(), timeout)  # type: ignore[no-untyped-call]
-    starts = _list_offsets(admin, partitions, OffsetSpec.earliest(), timeout)  # type: ignore[no-untyped-call]
+    ends = _list_offsets(admin, partitions, OffsetSpec.latest(), deadline)  # type: ignore[no-untyped-call]
+    starts = _list_offsets(admin, partitions, OffsetSpec.earliest(), deadline)  # type: ignore[no-untyped-call]
     lag = 0
     for key, end in ends.items():
         done = committed[key].offset if key in committed else starts.get(key, 0)
@@ -240,17 +241,20 @@ def standing(
     )
 
 
+def _left(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())
+
+
 def _committed(
-    admin: AdminClient, group: str, partitions: Sequence[TopicPartition], timeout: float
+    admin: AdminClient, group: str, partitions: Sequence[TopicPartition], deadline: float
 ) -> list[TopicPartition]:
     """The group's committed offsets, waiting out a coordinator that is still loading."""
-    deadline = time.monotonic() + timeout
     while True:
         listed = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, list(partitions))], request_timeout=timeout
+            [ConsumerGroupTopicPartitions(group, list(partitions))], request_timeout=_left(deadline)
         )
         try:
-            return list(listed[group].result(timeout=timeout).topic_partitions)
+            return list(listed[group].result(timeout=_left(deadline)).topic_partitions)
         except KafkaException as exc:
             code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
             if code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
@@ -259,13 +263,13 @@ def _committed(
 
 
 def _list_offsets(
-    admin: AdminClient, partitions: Sequence[TopicPartition], spec: OffsetSpec, timeout: float
+    admin: AdminClient, partitions: Sequence[TopicPartition], spec: OffsetSpec, deadline: float
 ) -> dict[tuple[str, int], int]:
-    futures = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=timeout)
+    futures = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=_left(deadline))
     found: dict[tuple[str, int], int] = {}
     for tp, future in futures.items():
         try:
-            found[(tp.topic, tp.partition)] = int(future.result(timeout=timeout).offset)
+            found[(tp.topic, tp.partition)] = int(future.result(timeout=_left(deadline)).offset)
         except KafkaException:
             continue
     return found
