@@ -153,6 +153,39 @@ def test_suspend_stops_the_driver_and_resume_starts_it_again(
     assert "Suspending" in " ".join(events(kube, "pausable"))
 
 
+def test_kubectl_scale_pins_the_executors_and_a_reset_restarts_on_a_fresh_checkpoint(
+    streamapp_operator: operator_proc.Operator, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    kube, op = _kube(streamapp_operator), streamapp_operator
+    app = manifest("scaled", source=new_topic(2), sink=new_topic(1), bootstrap=kafka_bootstrap)
+    apply(kube, app)
+    first = _eventually("scaled was not Ready", lambda: ready(kube, "scaled"), operator=op)
+    assert first["executors"]["desired"] == 2
+
+    # The scale subresource sets spec.deployment.executors.replicas: partition-based sizing is off.
+    kube.kubectl("scale", "sapp", "scaled", "-n", NS, "--replicas=3")
+    scaled = _eventually(
+        "kubectl scale did not reach the driver",
+        lambda: (s := ready(kube, "scaled")) and s["executors"]["desired"] == 3 and s,
+        operator=op,
+    )
+    assert spark_conf(kube, "scaled")["spark.executor.instances"] == "3"
+
+    patch = '{"spec":{"deployment":{"reset":{"id":"r1","to":"latest"}}}}'
+    kube.kubectl("patch", "sapp", "scaled", "-n", NS, "--type=merge", "-p", patch)
+    reset = _eventually(
+        "the reset was not carried out",
+        lambda: (s := ready(kube, "scaled")) and s.get("lastReset") == "r1" and s,
+        operator=op,
+    )
+    assert reset["currentRevision"] != scaled["currentRevision"]
+    pod = driver(kube, "scaled")
+    assert pod is not None
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["STREAMAPP_STARTING_OFFSETS"] == "latest"
+    assert env["STREAMAPP_CHECKPOINT"] == app["spec"]["checkpointLocation"] + "/resets/r1"
+
+
 def test_deleting_an_app_removes_everything_it_owns(
     streamapp_operator: operator_proc.Operator, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
