@@ -33,6 +33,7 @@ from streamapp.runtime.manifest import deployment, models
 __all__ = [
     "APP_LABEL",
     "CONFIG_DIR",
+    "CREDENTIALS_ANNOTATION",
     "DRIVER_COMMAND",
     "REVISION_LABEL",
     "AppRef",
@@ -46,6 +47,9 @@ __all__ = [
 
 APP_LABEL = "streamapp.io/app"
 REVISION_LABEL = "streamapp.io/revision"
+#: Digest of the Kafka credentials (Secret keys the spec names) the driver was started with: a
+#: rotated Secret replaces the driver, whose environment holds the old values.
+CREDENTIALS_ANNOTATION = "streamapp.io/kafka-credentials"
 CONFIG_DIR = "/etc/streamapp"
 MANIFEST_PATH = f"{CONFIG_DIR}/app.yaml"
 DRIVER_COMMAND = ("python", "-m", "streamapp.runtime.cli", "driver", "--manifest", MANIFEST_PATH)
@@ -80,6 +84,7 @@ class Desired:
 
     revision: str
     executors: int
+    credentials: str | None
     support: list[dict[str, Any]]  # ServiceAccount, Role, RoleBinding, ConfigMap, Service: applied
     driver: dict[str, Any] | None  # created when absent, replaced when its revision differs
 
@@ -311,8 +316,20 @@ def _revision(driver: dict[str, Any], config_map: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:10]
 
 
-def render(*, ref: AppRef, app: models.StreamApp, executors: int, options: Options | None = None) -> Desired:
-    """Everything the app should have, with ``executors`` executors (see :mod:`scaling`)."""
+def render(
+    *,
+    ref: AppRef,
+    app: models.StreamApp,
+    executors: int,
+    options: Options | None = None,
+    credentials: str | None = None,
+) -> Desired:
+    """Everything the app should have, with ``executors`` executors (see :mod:`scaling`).
+
+    ``credentials``: digest of the Kafka credentials now in the Secrets (None: no Secrets, or
+    unknown); it is annotated on the driver, outside the revision, so that an unreadable Secret
+    never looks like a change.
+    """
     options = options or Options()
     spec = app.spec
     plan = spec.deployment or deployment.Deployment()
@@ -333,10 +350,13 @@ def render(*, ref: AppRef, app: models.StreamApp, executors: int, options: Optio
     driver = _driver(ref, spec, options, config_map["metadata"]["name"], service_account)
     revision = _revision(driver, config_map)
     driver["metadata"]["labels"][REVISION_LABEL] = revision
+    if credentials is not None:
+        driver["metadata"]["annotations"] = {CREDENTIALS_ANNOTATION: credentials}
     support = [*(_service_account(ref) if own_account else []), config_map, _service(ref)]
     return Desired(
         revision=revision,
         executors=executors,
+        credentials=credentials,
         support=support,
         driver=None if plan.suspend else driver,
     )

@@ -13,6 +13,8 @@ never write one checkpoint. An invalid spec touches nothing that runs.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -66,6 +68,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
                 f"(exit code {ended.get('exitCode')}) {ended.get('message') or ''}"
             ).strip()
     return status.DriverObservation(
+        credentials=(meta.get("annotations") or {}).get(desired.CREDENTIALS_ANNOTATION),
         name=str(meta.get("name")),
         phase=str(pod_status.get("phase") or "Pending"),
         ready=ready,
@@ -85,6 +88,8 @@ def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | N
         return "create"
     if seen.revision != wanted.revision or seen.phase in ("Failed", "Succeeded"):
         return "delete"
+    if None not in (wanted.credentials, seen.credentials) and wanted.credentials != seen.credentials:
+        return "delete"  # a rotated Secret: the driver's environment holds the old credentials
     return "keep"
 
 
@@ -145,9 +150,13 @@ def _standing(
         return None
 
 
-def _replace_reason(previous: Mapping[str, Any], seen: status.DriverObservation, executors: int) -> str:
+def _replace_reason(
+    previous: Mapping[str, Any], seen: status.DriverObservation, executors: int, wanted: desired.Desired
+) -> str:
     if seen.phase in ("Failed", "Succeeded"):
         return seen.message or f"driver Pod {seen.name} ended ({seen.phase})"
+    if seen.revision == wanted.revision and seen.credentials != wanted.credentials:
+        return "the Kafka credentials in its Secrets changed"
     before = (previous.get("executors") or {}).get("desired")
     if before is not None and before != executors:
         return f"rescaling from {before} to {executors} executors"
@@ -216,7 +225,8 @@ def _reconcile(
     config = _kafka_config(app, ref, cluster, events)
     partitions = _partitions(app, probe, previous, events, config)
     executors = scaling.desired_executors(plan.executors, partitions)
-    wanted = desired.render(ref=ref, app=app, executors=executors, options=options)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16] if config else None
+    wanted = desired.render(ref=ref, app=app, executors=executors, options=options, credentials=digest)
 
     for obj in wanted.support:
         cluster.apply(obj)
@@ -239,7 +249,7 @@ def _reconcile(
                 Event("Normal", "Suspending", f"stopping driver Pod {pod_name}; the checkpoint is kept")
             )
         else:
-            why = _replace_reason(previous, seen, executors)
+            why = _replace_reason(previous, seen, executors, wanted)
             events.append(Event("Normal", "DriverReplaced", f"replacing driver Pod {pod_name}: {why}"))
             error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
         cluster.delete("v1", "Pod", ref.namespace, pod_name, grace_seconds=desired.GRACE_SECONDS)

@@ -32,6 +32,7 @@ class DriverObservation:
     revision: str | None
     terminating: bool = False
     message: str | None = None  # why it is waiting or how it ended (reason, exit code)
+    credentials: str | None = None  # digest of the Kafka credentials it was started with
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -212,3 +213,42 @@ def test_the_probes_use_the_apps_kafka_credentials_and_a_missing_secret_is_repor
     )
     assert probe.configs[0]["sasl.username"] == "app" and probe.configs[0]["sasl.password"] == "s3cr3t"
     assert probe.configs[0]["security.protocol"] == "SASL_PLAINTEXT"
+
+
+def test_a_rotated_secret_replaces_the_driver_and_an_unreadable_one_does_not(
+    run: Any, spec: dict[str, Any], fake_cluster: Any, ref: desired.AppRef
+) -> None:
+    spec["kafka"]["sasl"] = {
+        "mechanism": "PLAIN",
+        "username": {"name": "kafka-user", "key": "username"},
+        "password": {"name": "kafka-user", "key": "password"},
+    }
+
+    def secret(password: str) -> dict[str, Any]:
+        encoded = base64.b64encode(password.encode()).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "kafka-user", "namespace": ref.namespace},
+            "data": {"username": "YXBw", "password": encoded},
+        }
+
+    fake_cluster.apply(secret("first"))
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    revision = _driver_revision(fake_cluster)
+    assert run(spec).events == []  # same credentials: nothing to do
+
+    fake_cluster.apply(secret("rotated"))
+    rotated = run(spec)
+    assert [e.reason for e in rotated.events] == ["DriverReplaced"]
+    assert "the Kafka credentials in its Secrets changed" in rotated.events[0].message
+    fake_cluster.finish_terminating()
+    run(spec)
+    assert _driver_revision(fake_cluster) == revision  # same spec, same revision: a new Pod
+    fake_cluster.run_pod(DRIVER)
+
+    del fake_cluster.objects[("Secret", ref.namespace, "kafka-user")]
+    gone = run(spec)
+    assert [e.reason for e in gone.events] == ["KafkaCredentials"]  # a warning, the driver stays
+    assert ("delete", "Pod", DRIVER) not in fake_cluster.calls
