@@ -104,7 +104,7 @@ class Operator:
         }
         argv = [
             sys.executable, "-m", "streamapp.operator", "-n", self.namespace,
-            "--liveness-port", str(self.liveness_port), "--metrics-port", str(self.metrics_port),
+            "--liveness-port", str(self.liveness_port), "--metrics-port", str(self.metrics_port), "--verbose",
         ]  # fmt: skip
         began = time.monotonic()
         with self.log.open("ab") as out:
@@ -137,6 +137,15 @@ class Operator:
 
     def tail(self, lines: int = 60) -> str:
         return cluster._tail(self.log, lines)
+
+    def diagnose(self, lines: int = 150) -> str:
+        """The log's end, after the operator wrote every thread's stack to it (SIGUSR1)."""
+        if self.process is not None and self.process.poll() is not None:
+            return f"THE OPERATOR EXITED with {self.process.returncode}:\n{self.tail(lines)}"
+        if self.process is not None:
+            os.kill(self.process.pid, signal.SIGUSR1)
+            time.sleep(1)
+        return self.tail(lines)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -108,7 +109,7 @@ def test_the_rendered_driver_pod_runs_and_the_operator_reports_its_progress(
     apply(kube, app)
     deadline = time.monotonic() + 60
     while (pod := driver(kube, "contract")) is None or ready(kube, "contract") is None:
-        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.tail()}"
+        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.diagnose()}"
         time.sleep(0.25)
 
     mounts = _materialize(kube, pod, tmp_path / "container")
@@ -166,3 +167,77 @@ def _words(line: str) -> list[str]:
 
 def _tail(path: pathlib.Path, lines: int = 60) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def test_the_rendered_driver_starts_its_executors_on_kubernetes(
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    streamapp_report: Callable[[str], None],
+) -> None:
+    """The same Pod command with the cluster's master: Spark's own Kubernetes backend, signed in
+    as the driver's ServiceAccount (the Role the operator made), creates one executor Pod per
+    input partition, owned by the driver Pod; KWOK runs them, and the operator counts them Ready."""
+    kube = streamapp_operator.kube
+    app = manifest("k8s-contract", source=new_topic(3), sink=new_topic(1), bootstrap=kafka_bootstrap)
+    app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    apply(kube, app)
+    deadline = time.monotonic() + 60
+    while (pod := driver(kube, "k8s-contract")) is None or ready(kube, "k8s-contract") is None:
+        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.diagnose()}"
+        time.sleep(0.25)
+
+    mounts = _materialize(kube, pod, tmp_path / "container")
+    # What a Pod gets from its ServiceAccount (a token and the cluster's CA, mounted where Spark's
+    # Kubernetes client looks for them in a cluster), given to Spark the way client mode reads it.
+    account = pod["spec"]["serviceAccountName"]
+    token = tmp_path / "token"
+    token.write_text(kube.kubectl("create", "token", account, "-n", NS, "--duration=1h").strip())
+    conf_file = pathlib.Path(_localize("/etc/streamapp/spark/spark-defaults.conf", mounts))
+    with conf_file.open("a") as conf:
+        conf.write(f"spark.kubernetes.authenticate.oauthTokenFile {token}\n")
+        conf.write(f"spark.kubernetes.authenticate.caCertFile {kube.pki / 'ca.crt'}\n")
+    env = {**os.environ, **_environment(kube, pod, mounts), "PYTHONSAFEPATH": "1"}
+    assert env["STREAMAPP_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"
+    env["STREAMAPP_SPARK_MASTER"] = f"k8s://{kube.server}"  # the same API server, from outside
+    container = pod["spec"]["containers"][0]
+    argv = [sys.executable, *(_localize(arg, mounts) for arg in container["command"][1:])]
+    log = tmp_path / "driver.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    selector = "streamapp.io/app=k8s-contract,spark-role=executor"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            executors = json.loads(kube.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "json"))[
+                "items"
+            ]
+            status = operator_proc.app_status(kube, NS, "k8s-contract")
+            if len(executors) == 3 and (status.get("executors") or {}).get("ready") == 3:
+                break
+            assert proc.poll() is None, f"the driver exited with {proc.returncode}:\n{_tail(log)}"
+            assert time.monotonic() < deadline, (
+                f"{len(executors)} executor Pods, status {status}\n{_tail(log)}"
+            )
+            time.sleep(0.5)
+        for executor in executors:
+            owners = executor["metadata"].get("ownerReferences") or []
+            assert [o["uid"] for o in owners] == [pod["metadata"]["uid"]], executor["metadata"]["name"]
+        listing = kube.kubectl("get", "sapp", "k8s-contract", "-n", NS)
+        streamapp_report(
+            "driver contract on Kubernetes: Spark created 3 executor Pods (3 input partitions) as the "
+            f"driver's ServiceAccount, owned by the driver Pod; kubectl get sapp:\n{listing.rstrip()}"
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # executors never connect back: nothing to stop cleanly
+        proc.wait(timeout=30)
+    # Deleting the app deletes the driver Pod, and the garbage collector its executors.
+    kube.kubectl("delete", "sapp", "k8s-contract", "-n", NS, "--timeout=90s", timeout=100)
+    deadline = time.monotonic() + 60
+    while kube.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "name").split():
+        assert time.monotonic() < deadline, "the executor Pods outlived their driver"
+        time.sleep(0.5)

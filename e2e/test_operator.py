@@ -45,7 +45,7 @@ def _eventually(what: str, check: Callable[[], Any], timeout: float = 60, operat
         except cluster.ClusterError as err:
             last = err
         time.sleep(0.25)
-    tail = f"\noperator log:\n{operator.tail()}" if operator is not None else ""
+    tail = f"\noperator log:\n{operator.diagnose()}" if operator is not None else ""
     pytest.fail(f"{what} within {timeout:.0f}s (last: {last}){tail}")
 
 

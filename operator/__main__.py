@@ -12,6 +12,8 @@ Kubernetes credentials: in-cluster, else ``$KUBECONFIG``/``~/.kube/config``. Env
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 
 __all__ = ["main"]
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from streamapp.operator import handlers, metrics  # noqa: PLC0415, F401 - registers the handlers
 
+    # `kill -USR1 <pid>` writes every thread's stack to stderr: what a stuck handler waits on.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     kopf.configure(verbose=args.verbose)
     if args.metrics_port:
         metrics.serve(args.metrics_port)

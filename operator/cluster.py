@@ -9,6 +9,7 @@ and replaces it instead of patching it. Failures become :mod:`errors` the handle
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -57,40 +58,55 @@ def _translated(what: str) -> Iterator[None]:
 class KubeCluster:
     """The real API server, through the kubernetes client's dynamic API (discovery is cached)."""
 
+    #: (connect, read) seconds of every request: a call that hangs must not hold a handler forever.
+    TIMEOUT = (5.0, 30.0)
+
     def __init__(self, api_client: Any = None) -> None:
         from kubernetes import client, dynamic  # noqa: PLC0415
 
         # The client is untyped: one Any at the boundary instead of ignores on every call.
         self._dynamic: Any = dynamic.DynamicClient(api_client or client.ApiClient())  # type: ignore[no-untyped-call]
+        # kopf runs handlers in many threads; the dynamic client's discovery cache is not made for
+        # that. Calls take milliseconds, so one at a time costs nothing.
+        self._lock = threading.RLock()
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self._dynamic.resources.get(api_version=api_version, kind=kind)
 
     def apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj["metadata"]
-        with _translated(f"apply {obj['kind']} {meta['namespace']}/{meta['name']}"):
+        with self._lock, _translated(f"apply {obj['kind']} {meta['namespace']}/{meta['name']}"):
             self._dynamic.server_side_apply(
                 self._resource(obj["apiVersion"], obj["kind"]),
                 body=dict(obj),
                 namespace=meta["namespace"],
                 field_manager=FIELD_MANAGER,
                 force_conflicts=True,
+                _request_timeout=self.TIMEOUT,
             )
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         from kubernetes.dynamic import exceptions  # noqa: PLC0415
 
-        with _translated(f"read {kind} {namespace}/{name}"):
+        with self._lock, _translated(f"read {kind} {namespace}/{name}"):
             try:
-                found = self._dynamic.get(self._resource(api_version, kind), name=name, namespace=namespace)
+                found = self._dynamic.get(
+                    self._resource(api_version, kind),
+                    name=name,
+                    namespace=namespace,
+                    _request_timeout=self.TIMEOUT,
+                )
             except exceptions.NotFoundError:
                 return None
             return found.to_dict()  # type: ignore[no-any-return]
 
     def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
-        with _translated(f"list {kind} in {namespace} ({selector})"):
+        with self._lock, _translated(f"list {kind} in {namespace} ({selector})"):
             found = self._dynamic.get(
-                self._resource(api_version, kind), namespace=namespace, label_selector=selector
+                self._resource(api_version, kind),
+                namespace=namespace,
+                label_selector=selector,
+                _request_timeout=self.TIMEOUT,
             )
             return [item.to_dict() for item in found.items]
 
@@ -100,7 +116,7 @@ class KubeCluster:
         """Delete (in the background, with the given grace period); False when it was already gone."""
         from kubernetes.dynamic import exceptions  # noqa: PLC0415
 
-        with _translated(f"delete {kind} {namespace}/{name}"):
+        with self._lock, _translated(f"delete {kind} {namespace}/{name}"):
             try:
                 self._dynamic.delete(
                     self._resource(api_version, kind),
@@ -108,6 +124,7 @@ class KubeCluster:
                     namespace=namespace,
                     grace_period_seconds=grace_seconds,
                     propagation_policy="Background",
+                    _request_timeout=self.TIMEOUT,
                 )
             except exceptions.NotFoundError:
                 return False
@@ -117,11 +134,12 @@ class KubeCluster:
         self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
     ) -> None:
         """Merge-patch the status subresource (the object's own handlers write it through kopf)."""
-        with _translated(f"patch status of {kind} {namespace}/{name}"):
+        with self._lock, _translated(f"patch status of {kind} {namespace}/{name}"):
             self._dynamic.patch(
                 self._resource(api_version, kind).subresources["status"],
                 body={"status": dict(status)},
                 name=name,
                 namespace=namespace,
                 content_type="application/merge-patch+json",
+                _request_timeout=self.TIMEOUT,
             )

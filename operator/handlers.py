@@ -70,6 +70,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # Handlers are synchronous and wait on the API server and Kafka: enough threads that apps
     # waiting on a slow broker never hold up another app's creation (asyncio's default is 6 here).
     settings.execution.max_workers = 32
+    # Watches are re-opened every few minutes: a stream that went quiet (an API server restarting,
+    # a watch cache re-initialising) cannot hide new objects for longer than that.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
     if getattr(memo, "context", None) is None:
         _load_kube_config()
         memo.context = Context(

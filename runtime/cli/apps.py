@@ -216,6 +216,7 @@ def _run_query(
         pass
     reporter.min_interval = 0
     _report(reporter, None)  # the last batch, if the throttle held it back
+    reporter.close()
     if query.exception() is not None:
         print(f"{app.metadata.name}: query failed: {query.exception()}", file=sys.stderr)
         spark.stop()

@@ -7,8 +7,9 @@ a bookmark with no members, never used to consume — with the batch id, its tim
 input rate in each offset's metadata (:class:`Reporter`). The operator reads it back
 (:func:`standing`) to show lag, throughput and the last batch time in the StreamApp's status.
 
-Reporting is best effort: the checkpoint stays the only source of truth for where processing
-resumes, and a failed commit never stops the query.
+Offsets are committed and read with a consumer of the group that never subscribes (see
+:func:`_group_client` for why not the AdminClient). Reporting is best effort: the checkpoint stays
+the only source of truth for where processing resumes, and a failed commit never stops the query.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 __all__ = ["BatchProgress", "Reporter", "Standing", "from_spark_progress", "group_id", "standing"]
@@ -102,7 +103,8 @@ class Reporter:
     ) -> None:
         self.group = group
         self.warned = False  # the caller warned once about a failed commit
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, **(config or {})})
+        self._client_config = _group_client(bootstrap, group, config)
+        self._committer: Consumer | None = None  # created on the first commit
         self.min_interval = min_interval
         self._window = window
         self._clock = clock
@@ -158,15 +160,10 @@ class Reporter:
             for (topic, partition), offset in sorted(batch.offsets.items())
         ]
         try:
-            futures = self._admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(self.group, partitions)], request_timeout=timeout
-            )
-            refused = [
-                tp.error
-                for future in futures.values()
-                for tp in future.result(timeout=timeout).topic_partitions
-                if tp.error is not None
-            ]
+            if self._committer is None:
+                self._committer = Consumer(self._client_config)
+            committed = self._committer.commit(offsets=partitions, asynchronous=False) or []
+            refused = [tp.error for tp in committed if tp.error is not None]
             if refused:
                 raise KafkaException(refused[0])
         except KafkaException as exc:
@@ -176,6 +173,12 @@ class Reporter:
             raise
         self._last_commit = self._clock()
         return True
+
+    def close(self) -> None:
+        """Release the committing client (it never joined the group: nothing to leave)."""
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +217,7 @@ def standing(
         return None
     committed = {
         (tp.topic, tp.partition): tp
-        for tp in _committed(admin, group, partitions, deadline)
+        for tp in _committed(bootstrap, group, config, partitions, deadline)
         if tp.offset >= 0 and tp.error is None
     }
     if not committed:
@@ -245,21 +248,42 @@ def _left(deadline: float) -> float:
     return max(0.1, deadline - time.monotonic())
 
 
+def _group_client(bootstrap: str, group: str, config: Mapping[str, str] | None) -> dict[str, Any]:
+    """A consumer of ``group`` that never subscribes: it only commits and reads offsets.
+
+    Not the AdminClient's offset calls: librdkafka's ListConsumerGroupOffsets crashes the process
+    when the group's coordinator answers NOT_COORDINATOR (confluentinc/librdkafka#5040, seen here
+    on a fresh broker); a consumer handles that answer by finding the coordinator again.
+    """
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "log_level": 3,
+        **(config or {}),
+    }
+
+
 def _committed(
-    admin: AdminClient, group: str, partitions: Sequence[TopicPartition], deadline: float
+    bootstrap: str,
+    group: str,
+    config: Mapping[str, str] | None,
+    partitions: Sequence[TopicPartition],
+    deadline: float,
 ) -> list[TopicPartition]:
-    """The group's committed offsets, waiting out a coordinator that is still loading."""
-    while True:
-        listed = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, list(partitions))], request_timeout=_left(deadline)
-        )
-        try:
-            return list(listed[group].result(timeout=_left(deadline)).topic_partitions)
-        except KafkaException as exc:
-            code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
-            if code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    """The group's committed offsets (with their metadata), waiting out a loading coordinator."""
+    reader = Consumer(_group_client(bootstrap, group, config))
+    try:
+        while True:
+            try:
+                return list(reader.committed(list(partitions), timeout=_left(deadline)))
+            except KafkaException as exc:
+                code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+                if code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        reader.close()
 
 
 def _list_offsets(
