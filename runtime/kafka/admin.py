@@ -87,8 +87,13 @@ class _Reports:
         return KafkaException(KafkaError(first.code(), f"Kafka at {self.bootstrap}: {first.str()}"))
 
 
+#: librdkafka would print every failed connection attempt to stderr (many a second while a broker
+#: is down); the errors reach ``error_cb`` and the raised exception names them instead.
+QUIET = {"log_level": 0}
+
+
 def _config(bootstrap: str, client_config: Mapping[str, str] | None, reports: _Reports) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "log_level": 3, **(client_config or {}), "error_cb": reports}
+    return {"bootstrap.servers": bootstrap, **QUIET, **(client_config or {}), "error_cb": reports}
 
 
 def _list_topics(bootstrap: str, client_config: Mapping[str, str] | None, timeout: float) -> Any:

@@ -205,7 +205,7 @@ def standing(
     record, as the app will read it.
     """
     deadline = time.monotonic() + timeout  # for the whole call, not for each request in it
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3, **(config or {})})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **(config or {})})
     metadata = admin.list_topics(timeout=timeout)
     partitions = [
         TopicPartition(topic, p)
@@ -259,7 +259,7 @@ def _group_client(bootstrap: str, group: str, config: Mapping[str, str] | None) 
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "enable.auto.commit": False,
-        "log_level": 3,
+        "log_level": 0,  # a broker that is down is reported once by the caller, not per attempt
         **(config or {}),
     }
 
