@@ -448,6 +448,9 @@ class Cluster:
             f"--root-ca-file={self.pki / 'ca.crt'}",
             f"--cluster-signing-cert-file={self.pki / 'ca.crt'}",
             f"--cluster-signing-key-file={self.pki / 'ca.key'}",
+            # KWOK renews every node's Lease from one process; on a loaded 2-core machine a renewal
+            # can come late. The e2e suite tests StreamApp, not node failure detection.
+            "--node-monitor-grace-period=2m",
         ]
 
     def _scheduler_argv(self) -> list[str]:
@@ -466,6 +469,9 @@ class Cluster:
             f"--manage-nodes-with-annotation-selector={KWOK_SELECTOR[0]}={KWOK_SELECTOR[1]}",
             "--cidr=10.244.0.0/16",
             "--node-ip=127.0.0.1",
+            # Renew each node's Lease, as a kubelet does: without it the node controller sees no
+            # heartbeat for 50 s, marks the node NotReady and every pod on it not Ready.
+            "--node-lease-duration-seconds=40",
         ]
 
 

@@ -138,3 +138,20 @@ def test_helm_installs_a_chart(kube_cluster: cluster.Cluster, tmp_path: Path) ->
     assert status["info"]["status"] == "deployed"
     ready = "jsonpath={.status.readyReplicas}"
     assert kube_cluster.kubectl("get", "deployment", "demo", "-n", ns, "-o", ready) == "1"
+
+
+def test_kwok_renews_node_leases(kube_cluster: cluster.Cluster) -> None:
+    """Without renewed Leases the node controller marks KWOK nodes NotReady (and their pods not
+    Ready) after its grace period, which turned long e2e runs flaky."""
+
+    def renewals() -> dict[str, str]:
+        leases = json.loads(kube_cluster.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "json"))
+        return {item["metadata"]["name"]: item["spec"].get("renewTime", "") for item in leases["items"]}
+
+    first = renewals()
+    assert set(first) == set(kube_cluster.nodes), first
+    _eventually(
+        "KWOK did not renew its nodes' Leases",
+        lambda: all(renewed > first[node] for node, renewed in renewals().items()),
+        timeout=60,
+    )

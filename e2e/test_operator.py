@@ -285,10 +285,10 @@ def test_invalid_manifests_are_refused_or_degraded_and_never_disturb_a_running_a
             return status if found.get("status") == "True" and message in found.get("message", "") else None
 
         status = _eventually(f"{name}: no Degraded condition naming '{expected}'", degraded_with, operator=op)
+        pod = driver(kube, "steady") or {}
         assert operator_proc.condition(status, "Ready")["status"] == "True", (
-            name,
-            status,
-            driver(kube, "steady"),
+            f"{name}: {json.dumps(status)}\ndriver Pod: {json.dumps(pod.get('metadata'))}\n"
+            f"{json.dumps(pod.get('status'))}"
         )
         degraded.append(name)
         now = driver(kube, "steady")
