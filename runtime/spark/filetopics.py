@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import pathlib
+import time
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -57,6 +59,7 @@ class FileTopics:
         self.root = root
         self._offsets: dict[tuple[str, int], int] = {}
         self._files = 0
+        self._last_mtime_ms = 0
 
     def folder(self, topic: str) -> pathlib.Path:
         path = self.root / topic
@@ -79,8 +82,15 @@ class FileTopics:
             rows["headers"].append([{"key": k, "value": v} for k, v in record.headers])
         self._files += 1
         table = pa.Table.from_pydict(rows, schema=_ARROW_SCHEMA)
-        # File names sort in write order; Spark's file source picks the oldest files first.
-        pq.write_table(table, self.folder(topic) / f"batch-{self._files:08d}.parquet")
+        path = self.folder(topic) / f"batch-{self._files:08d}.parquet"
+        pq.write_table(table, path)
+        # Spark's file source takes the oldest files first, by modification time in milliseconds,
+        # and files written within one millisecond in directory order, which is no order at all:
+        # micro-batches then came out of write order (a flaky "same result whatever the batch
+        # sizes" test). Each file gets a later millisecond than the one before.
+        stamp = max(time.time_ns() // 1_000_000, self._last_mtime_ms + 1)
+        self._last_mtime_ms = stamp
+        os.utime(path, ns=(stamp * 1_000_000, stamp * 1_000_000))
 
     def read_stream(self, spark: SparkSession, topics: Sequence[str]) -> DataFrame:
         frames = [
