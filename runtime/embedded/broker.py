@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import os
 import pathlib
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import types
@@ -58,6 +60,17 @@ def free_port() -> int:
 def _escaped(value: str) -> str:
     """A value as java.util.Properties reads it back (PEM and JAAS values span lines, quote, escape)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _stop_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM the broker when the process that started it dies.
+
+    Without it a test run or ``streamapp run`` that is killed (or crashes) leaves its broker
+    running for good: the broker has a session of its own so that Ctrl-C reaches it only through
+    :meth:`EmbeddedKafka.stop`.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _port_open(port: int) -> bool:
@@ -172,6 +185,7 @@ class EmbeddedKafka:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_stop_with_parent,  # noqa: PLW1509 - only prctl, before exec
             )
         try:
             self._wait_ready(deadline=started + timeout)
