@@ -1,9 +1,7 @@
 package io.streamapp.spark;
 
-import java.sql.Timestamp;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -11,14 +9,21 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.spark.api.java.function.ForeachPartitionFunction;
+import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * StreamApp's Kafka sink, in the JVM: writes a micro-batch with explicit record timestamps.
@@ -31,6 +36,10 @@ import org.apache.spark.sql.Row;
  * send failed, so the micro-batch fails and is not committed (at-least-once, as with Spark's own
  * sink: a retried or replayed batch is written again). A producer that saw a failed send is
  * replaced, and closed when its last task is done.
+ *
+ * <p>Rows are read as Spark's internal rows (the batch's {@code queryExecution().toRdd()}, as
+ * Spark's own Kafka sink does), not as {@link Row}s: no per-row conversion to Java objects, the
+ * timestamp is taken as epoch microseconds and the topic name decoded once per run of equal names.
  */
 public final class KafkaRecordWriter {
   /** The producers in use, by configuration; guarded by the class lock. */
@@ -49,28 +58,46 @@ public final class KafkaRecordWriter {
 
   private KafkaRecordWriter() {}
 
+  /** The type of the {@code headers} column: Spark's Kafka source writes them so. */
+  private static final DataType HEADERS =
+      DataTypes.createArrayType(
+          new StructType().add("key", DataTypes.StringType).add("value", DataTypes.BinaryType));
+
   /** Writes every row of {@code rows}; returns when all are acknowledged (or throws). */
   public static void write(Dataset<Row> rows, Map<String, String> config) {
     final HashMap<String, String> conf = new HashMap<>(config);
-    final String[] names = rows.columns();
-    final int key = index(names, "key");
-    final int value = index(names, "value");
-    final int headers = index(names, "headers");
-    final int topic = index(names, "topic");
-    final int timestamp = index(names, "timestamp");
-    final int partition = index(names, "partition");
-    rows.foreachPartition(
-        (ForeachPartitionFunction<Row>)
-            it -> writePartition(it, conf, key, value, headers, topic, timestamp, partition));
+    final StructType schema = rows.schema();
+    final int key = index(schema, "key", true, DataTypes.BinaryType);
+    final int value = index(schema, "value", true, DataTypes.BinaryType);
+    final int headers = index(schema, "headers", false, HEADERS);
+    final int topic = index(schema, "topic", true, DataTypes.StringType);
+    final int timestamp =
+        index(schema, "timestamp", false, DataTypes.TimestampType, DataTypes.TimestampNTZType);
+    final int partition = index(schema, "partition", false, DataTypes.IntegerType);
+    rows.queryExecution()
+        .toRdd()
+        .toJavaRDD()
+        .foreachPartition(
+            (VoidFunction<Iterator<InternalRow>>)
+                it -> writePartition(it, conf, key, value, headers, topic, timestamp, partition));
   }
 
-  private static int index(String[] names, String name) {
+  private static int index(StructType schema, String name, boolean required, DataType... types) {
+    String[] names = schema.fieldNames();
     for (int i = 0; i < names.length; i++) {
       if (names[i].equals(name)) {
-        return i;
+        DataType type = schema.fields()[i].dataType();
+        for (DataType accepted : types) {
+          if (accepted.sameType(type)) {
+            return i;
+          }
+        }
+        throw new IllegalArgumentException(
+            "the sink's column " + name + " is " + type.simpleString() + ", expected "
+                + types[0].simpleString());
       }
     }
-    if (name.equals("headers") || name.equals("timestamp") || name.equals("partition")) {
+    if (!required) {
       return -1;
     }
     throw new IllegalArgumentException("the sink needs a column named " + name);
@@ -113,21 +140,26 @@ public final class KafkaRecordWriter {
     }
   }
 
-  private static Long millis(Object stamp) {
-    if (stamp == null) {
+  private static List<Header> headers(ArrayData array) {
+    int n = array.numElements();
+    if (n == 0) {
       return null;
     }
-    if (stamp instanceof Timestamp) {
-      return ((Timestamp) stamp).getTime();
+    Header[] out = new Header[n];
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+      if (array.isNullAt(i)) {
+        continue;
+      }
+      InternalRow h = array.getStruct(i, 2);
+      byte[] value = h.isNullAt(1) ? null : h.getBinary(1);
+      out[kept++] = new RecordHeader(h.getUTF8String(0).toString(), value);
     }
-    if (stamp instanceof Instant) {
-      return ((Instant) stamp).toEpochMilli();
-    }
-    throw new IllegalArgumentException("timestamp column holds " + stamp.getClass());
+    return Arrays.asList(kept == n ? out : Arrays.copyOf(out, kept));
   }
 
   private static void writePartition(
-      Iterator<Row> it,
+      Iterator<InternalRow> it,
       Map<String, String> conf,
       int key,
       int value,
@@ -140,33 +172,38 @@ public final class KafkaRecordWriter {
     KafkaProducer<byte[], byte[]> producer = shared.producer;
     AtomicReference<Exception> failure = new AtomicReference<>();
     AtomicLong failed = new AtomicLong();
+    Callback callback =
+        (metadata, error) -> {
+          if (error != null) {
+            failed.incrementAndGet();
+            failure.compareAndSet(null, error);
+          }
+        };
+    UTF8String lastTopic = null; // the rows' topic names repeat: decode each run once
+    String topicName = null;
     try {
       while (it.hasNext() && failure.get() == null) {
-        Row row = it.next();
-        List<Header> recordHeaders = null;
-        if (headers >= 0 && !row.isNullAt(headers)) {
-          List<Row> hs = row.getList(headers);
-          recordHeaders = new ArrayList<>(hs.size());
-          for (Row h : hs) {
-            recordHeaders.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
-          }
+        InternalRow row = it.next();
+        UTF8String target = row.isNullAt(topic) ? null : row.getUTF8String(topic);
+        if (target == null) {
+          topicName = null;
+          lastTopic = null;
+        } else if (!target.equals(lastTopic)) {
+          lastTopic = target.clone(); // the row's buffer is reused for the next row
+          topicName = lastTopic.toString();
         }
         ProducerRecord<byte[], byte[]> record =
             new ProducerRecord<>(
-                row.getString(topic),
+                topicName,
                 partition >= 0 && !row.isNullAt(partition) ? row.getInt(partition) : null,
-                timestamp >= 0 ? millis(row.get(timestamp)) : null,
-                row.isNullAt(key) ? null : (byte[]) row.get(key),
-                row.isNullAt(value) ? null : (byte[]) row.get(value),
-                recordHeaders);
-        producer.send(
-            record,
-            (metadata, error) -> {
-              if (error != null) {
-                failed.incrementAndGet();
-                failure.compareAndSet(null, error);
-              }
-            });
+                // Spark's timestamps are epoch microseconds; Kafka's are milliseconds.
+                timestamp >= 0 && !row.isNullAt(timestamp)
+                    ? Math.floorDiv(row.getLong(timestamp), 1000L)
+                    : null,
+                row.isNullAt(key) ? null : row.getBinary(key),
+                row.isNullAt(value) ? null : row.getBinary(value),
+                headers >= 0 && !row.isNullAt(headers) ? headers(row.getArray(headers)) : null);
+        producer.send(record, callback);
       }
       producer.flush();
     } finally {
