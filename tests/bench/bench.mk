@@ -9,7 +9,7 @@ BENCH_ARGS ?= --records 2000000 --repeats 3
 BENCH_MVN := mvn -q -B -Dmaven.repo.local=$(STREAMAPP_CACHE)/m2
 BENCH_CMD = $(PY) -m tests.bench.run $(BENCH_ARGS)
 
-.PHONY: bench-run bench-kstreams bench-smoke
+.PHONY: bench-run bench-kstreams bench-smoke bench-profile
 
 $(BENCH_DIR)/kstreams/target/classpath.txt: $(BENCH_DIR)/kstreams/pom.xml $(wildcard $(BENCH_DIR)/kstreams/src/main/java/streamapp/bench/*.java)
 	cd $(BENCH_DIR)/kstreams && $(BENCH_MVN) package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
@@ -21,3 +21,9 @@ bench-run: setup bench-kstreams ## the full benchmark; results in tests/bench/re
 
 bench-smoke: setup bench-kstreams ## a small benchmark run (20k records, 1 repeat) written to build/bench-smoke
 	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --out build/bench-smoke
+
+PROFILE_ARGS ?= --records 1000000 --repeats 1 --latency-seconds 5
+bench-profile: setup bench-kstreams ## where each variant's drain CPU goes: per-thread CPU + JFR, into build/bench-profile
+	rm -rf build/bench-profile
+	$(PY) -m tests.bench.run $(PROFILE_ARGS) --out build/bench-profile --profile build/bench-profile/profile
+	$(PY) -m tests.bench.profiling build/bench-profile/profile | tee build/bench-profile/PROFILE.md

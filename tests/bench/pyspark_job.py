@@ -10,6 +10,8 @@ Usage: python tests/bench/pyspark_job.py BOOTSTRAP (stateless|wordcount) INPUT O
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import signal
 import sys
@@ -30,7 +32,9 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
-    spark = spark_session.build_session(app_name=f"bench-pyspark-{topology}")
+    # --spark-conf of the harness: the same extra configuration as the StreamApp variants get.
+    conf = json.loads(os.environ.get("STREAMAPP_BENCH_SPARK_CONF") or "{}")
+    spark = spark_session.build_session(app_name=f"bench-pyspark-{topology}", conf=conf)
     if progress:
         bench_progress.install(spark, progress)
     lines = (
@@ -38,6 +42,9 @@ def main(argv: list[str]) -> int:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source_topic)
         .option("startingOffsets", "earliest")
+        # Generic tuning of Spark's Kafka reader that StreamApp's source also uses (kafka_io.py):
+        # 100,000 records per poll instead of 500, so the job is not handicapped against (a).
+        .option("kafka.max.poll.records", "100000")
         .load()
         .select("key", F.col("value").cast("string").alias("value"))
     )

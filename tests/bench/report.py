@@ -32,6 +32,7 @@ VARIANT_LETTERS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp
 MEASURES = (
     ("throughput_rps", "throughput, records/s (drain)", "higher"),
     ("cpu_s_per_million", "CPU-seconds per million records", "lower"),
+    ("cpu_s_per_million_excl_jit", "CPU-seconds per million records, JIT compiler threads excluded", "lower"),
     ("latency_p50_ms", "latency p50, ms (stateless, fixed rate)", "lower"),
     ("latency_p99_ms", "latency p99, ms (stateless, fixed rate)", "lower"),
     ("startup_s", "start-up to first output, s", "lower"),
@@ -153,6 +154,17 @@ def _cell(cell: dict[str, Any] | None, key: str) -> str:
     return f"{_fmt(m['median'])}{spread}"
 
 
+def _run_loads(results: list[dict[str, Any]]) -> str:
+    """The 1-minute load average when each run started (other work on the machine shows here)."""
+    loads = [r["load_average_at_start"][0] for r in results if r.get("load_average_at_start")]
+    if not loads:
+        return ""
+    return (
+        f"; 1-minute load average at the start of each run {min(loads):g}–{max(loads):g} "
+        f"(median {statistics.median(loads):g})"
+    )
+
+
 def _short(status: str) -> str:
     return status if len(status) <= 90 else status[:87] + "…"
 
@@ -172,7 +184,7 @@ def _markdown(
         f"Spark {v['spark']} + spark-sql-kafka {v['spark_sql_kafka']}, {v['java']}, Python {v['python']}, "
         f"confluent-kafka {v['confluent_kafka']}, streamapp {v['streamapp']} ({v['git']})",
         f"- Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB memory, "
-        f"Linux {m['kernel']}, load average at start {m['load_average_at_start']}",
+        f"Linux {m['kernel']}, load average at start {m['load_average_at_start']}" + _run_loads(results),
         f"- Workload: {a['records']:,} lines drained per run, {a['partitions']} partitions, "
         f"{a['repeats']} runs per variant interleaved, latency probes at {a['rate']}/s "
         f"for {a['latency_seconds']} s; cells are median (min–max) over the runs; "
@@ -228,42 +240,84 @@ def _markdown(
         "the drain ends when the output is complete: the expected record count (stateless; contents are",
         "verified against the reference after the run) or, for the word count, every word's latest count",
         "equal to the reference count computed in Python. CPU per million = the tree's CPU-seconds over",
-        "the drain / millions of input records. Kafka Streams runs with 2 stream threads, -Xmx2g and",
+        'the drain / millions of input records; "JIT compiler threads excluded" subtracts the CPU of the',
+        "JVMs' C1/C2 compiler threads over the same drain (/proc/<pid>/task), which on 2 cores is a large",
+        "and noisy part of a Spark drain (see the analysis).",
+        *(
+            [f"Before the measured drain, {a['warm_drain']:,} lines were drained unmeasured (--warm-drain)."]
+            if a.get("warm_drain")
+            else []
+        ),
+        "Kafka Streams runs with 2 stream threads, -Xmx2g and",
         f"commit.interval.ms={meta['args']['kstreams_commit_ms']} (its record cache is flushed on commit);",
-        "the Spark variants use build_session (local[2], 2 shuffle partitions, RocksDB state) and a",
-        "0-second processing-time trigger. Raw numbers of every run: results.json.",
+        "the Spark variants use build_session (local[2], RocksDB state) and a 0-second processing-time",
+        "trigger; (b) uses 2 shuffle partitions, StreamApp's word count as many state partitions as",
+        "the input has (4, its default), and both read with kafka.max.poll.records=100000 (StreamApp's",
+        "source default; generic tuning of Spark's Kafka reader, given to (b) as well).",
+        *(
+            [f"Extra Spark configuration for both Spark variants: {a['spark_conf']}."]
+            if a.get("spark_conf")
+            else []
+        ),
+        "Raw numbers of every run: results.json.",
         "",
     ]
     return "\n".join(lines)
 
 
+_PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
 def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
-    rows = []
-    keys = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+    rows, per_batch = [], []
     for r in results:
         b = r.get("spark_drain_batches")
-        if not b:
-            continue
-        d = b["duration_ms"]
-        trigger = d.get("triggerExecution", 0) or 1
-        cells = [f"{d.get(k, 0):,} ({100 * d.get(k, 0) / trigger:.0f}%)" for k in keys]
-        rows.append(
-            f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {b['batches']} | "
-            f"{d.get('triggerExecution', 0):,} | " + " | ".join(cells) + " |"
-        )
-    if not rows:
-        return []
-    return [
-        "## Where Spark's time goes during the drain",
-        "",
-        "Sum of StreamingQueryProgress.durationMs over the micro-batches of each drain (ms, share of",
-        "triggerExecution), polled from the query by tests/bench/probe; no profiler involved.",
-        "",
-        "| topology | variant | run | batches | triggerExecution | " + " | ".join(keys) + " |",
-        "|---|---|---|---|---|" + "---|" * len(keys),
-        *rows,
-        "",
-    ]
+        if b:
+            d = b["duration_ms"]
+            trigger = d.get("triggerExecution", 0) or 1
+            cells = [f"{d.get(k, 0):,} ({100 * d.get(k, 0) / trigger:.0f}%)" for k in _PHASES]
+            rows.append(
+                f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {b['batches']} | "
+                f"{d.get('triggerExecution', 0):,} | " + " | ".join(cells) + " |"
+            )
+        b = r.get("spark_latency_batches")
+        if b:
+            n, d = b["batches"], b["duration_ms"]
+            cells = [f"{d.get(k, 0) / n:,.0f}" for k in ("triggerExecution", *_PHASES)]
+            per_batch.append(
+                f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {n} | "
+                + f"{b['input_rows'] / n:,.0f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    lines: list[str] = []
+    if rows:
+        lines += [
+            "## Where Spark's time goes during the drain",
+            "",
+            "Sum of StreamingQueryProgress.durationMs over the micro-batches of each drain (ms, share of",
+            "triggerExecution), polled from the query by tests/bench/probe; no profiler involved.",
+            "",
+            "| topology | variant | run | batches | triggerExecution | " + " | ".join(_PHASES) + " |",
+            "|---|---|---|---|---|" + "---|" * len(_PHASES),
+            *rows,
+            "",
+        ]
+    if per_batch:
+        lines += [
+            "## Micro-batches during the latency phase",
+            "",
+            "Mean durationMs per micro-batch (ms) while the probes ran at a fixed rate: a probe waits for",
+            "the batch in progress, then for its own, so the micro-batch latency follows these numbers.",
+            "",
+            "| topology | variant | run | batches | rows/batch | triggerExecution | "
+            + " | ".join(_PHASES)
+            + " |",
+            "|---|---|---|---|---|---|" + "---|" * len(_PHASES),
+            *per_batch,
+            "",
+        ]
+    return lines
 
 
 def write(out: pathlib.Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:

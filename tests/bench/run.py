@@ -3,7 +3,8 @@
     .venv/bin/python -m tests.bench.run --records 2000000 --repeats 3
 
 Starts one embedded Kafka broker, then runs every (topology, variant) pair ``--repeats`` times,
-interleaved (A B C A B C …) so drift of the machine hits every variant alike. One run:
+interleaved (A B C, B C A, C A B …) so drift of the machine, and whatever a run leaves behind for
+the next (the broker deleting its topics), hits every variant alike. One run:
 
 1. fresh input and output topics (4 partitions each), a fresh checkpoint/state dir and app id;
 2. ``--warmup`` lines are written, the variant is launched → **start-up** = launch → first output;
@@ -39,7 +40,7 @@ from confluent_kafka.admin import AdminClient
 
 from streamapp.runtime.embedded import broker
 from streamapp.runtime.kafka import admin
-from tests.bench import procs, report, workload
+from tests.bench import procs, profiling, report, workload
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -64,13 +65,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="latency phase length (default 20)")
     p.add_argument("--warmup", type=int, default=1000, help="lines present before launch (default 1000)")
+    p.add_argument(
+        "--warm-drain",
+        type=int,
+        default=0,
+        help="lines drained (unmeasured) before the measured drain, so that it runs JIT-compiled code "
+        "(default 0)",
+    )
     p.add_argument("--partitions", type=int, default=4, help="partitions of input/output topics")
     p.add_argument(
         "--kstreams-commit-ms", type=int, default=1000, help="Kafka Streams commit.interval.ms (default 1000)"
     )
     p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to first complete warm-up")
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark configuration for both Spark variants, (a)/(d) and (b) alike (repeatable; "
+        "spark.driver.extraJavaOptions is added to StreamApp's own)",
+    )
     p.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="results folder")
     p.add_argument("--keep-workdirs", action="store_true", help="keep logs/checkpoints of every run")
+    p.add_argument(
+        "--profile",
+        type=pathlib.Path,
+        help="profile each drain (per-thread CPU and a JFR recording of the JVM) into this folder; "
+        "see tests/bench/profiling.py. Profiled numbers carry JFR's overhead: keep them out of RESULTS.md",
+    )
     return p
 
 
@@ -102,6 +124,10 @@ def _command(
         if variant == "streamapp-rt":
             text = text.replace("\n  topology:\n", "\n  topology:\n    latency: low\n", 1)
             assert "latency: low" in text
+        conf = _spark_conf(args)
+        if conf:
+            lines = "".join(f"    {json.dumps(k)}: {json.dumps(v)}\n" for k, v in conf.items())
+            text = text.replace("\nspec:\n", f"\nspec:\n  sparkConf:\n{lines}", 1)
         manifest.write_text(text)
         probe = str(HERE / "probe")
         path = os.pathsep.join(p for p in (probe, os.environ.get("PYTHONPATH", "")) if p)
@@ -113,12 +139,23 @@ def _command(
     if variant == "pyspark":
         job = HERE / "pyspark_job.py"
         return [sys.executable, str(job), bootstrap, topology, source, sink, str(workdir / "checkpoint"),
-                progress], {}  # fmt: skip
+                progress], {"STREAMAPP_BENCH_SPARK_CONF": json.dumps(_spark_conf(args))}  # fmt: skip
     assert kstreams_cp is not None
     return [
         "java", "-Xmx2g", "-cp", kstreams_cp, "streamapp.bench.KStreamsBench", bootstrap, topology,
         source, sink, app_id, str(workdir / "state"), str(args.kstreams_commit_ms),
     ], {}  # fmt: skip
+
+
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """--spark-conf as a mapping; JVM options are added to those build_session always sets."""
+    conf = dict(item.split("=", 1) for item in args.spark_conf)
+    key = "spark.driver.extraJavaOptions"
+    if key in conf:
+        from streamapp.runtime.spark import session  # imports pyspark: only when asked
+
+        conf[key] = f"{session.base_conf()[key]} {conf[key]}"
+    return conf
 
 
 def _wait(monitor: workload.Monitor, variant: procs.Variant, timeout: float) -> str | None:
@@ -185,8 +222,11 @@ def _latency_phase(
     return result
 
 
-def _breakdown(path: pathlib.Path, since: float, until: float) -> dict[str, Any] | None:
-    """Sum of Spark's durationMs over the micro-batches that ran the drain (wall-clock window)."""
+def _breakdown(
+    path: pathlib.Path, since: float, until: float, *, whole: bool = False
+) -> dict[str, Any] | None:
+    """Sum of Spark's durationMs over the micro-batches that started in a wall-clock window (with
+    ``whole``: that ran entirely inside it)."""
     if not path.exists():
         return None
     from datetime import datetime
@@ -199,7 +239,9 @@ def _breakdown(path: pathlib.Path, since: float, until: float) -> dict[str, Any]
             started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
         except (ValueError, KeyError):
             continue
-        if since - 1.0 <= started <= until and progress.get("numInputRows", 0) > 0:
+        ended = started + progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+        inside = since <= started and ended <= until if whole else since - 1.0 <= started <= until
+        if inside and progress.get("numInputRows", 0) > 0:
             batches += 1
             rows += progress["numInputRows"]
             for key, value in progress.get("durationMs", {}).items():
@@ -227,6 +269,7 @@ def run_one(
     workdir = scratch / app_id
     workdir.mkdir(parents=True)
     result: dict[str, Any] = {"topology": topology, "variant": variant_name, "rep": rep, "app_id": app_id}
+    result["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     admin.create_topics(bootstrap, {source: parts, sink: parts})
     workload.produce_lines(bootstrap, source, pool, start=0, count=args.warmup, partitions=parts)
     wordcount = topology == "wordcount"
@@ -238,7 +281,10 @@ def run_one(
     variant = procs.Variant(name=app_id, argv=argv, workdir=workdir, env=env)
     result["command"] = shlex.join(argv)
     probes = 0
+    loaded = args.warmup  # input records written so far (besides latency probes)
     window: tuple[float, float] | None = None
+    latency_window: tuple[float, float] | None = None
+    profiled: dict[str, Any] | None = None
     try:
         if wordcount:
             monitor.set_target(words=pool.word_counts(0, args.warmup))
@@ -257,47 +303,70 @@ def run_one(
         result["warmup_done_s"] = round(monitor.done_at - variant.launched_at, 2)
 
         if not wordcount:
+            began = time.time()
             result |= _latency_phase(bootstrap, source, monitor, args, monitor.count)
             probes = int(args.rate * args.latency_seconds)
+            latency_window = (began, time.time())
 
-        # Throughput: pause the tree, pre-load the backlog, resume, time the drain.
-        before = monitor.count
-        variant.pause()
-        paused_wall = time.time()
-        seconds = workload.produce_lines(
-            bootstrap, source, pool, start=args.warmup, count=args.records, partitions=parts
-        )
-        result["produce_s"] = round(seconds, 2)
-        written = workload.topic_record_count(bootstrap, source, parts)
-        if written != args.warmup + args.records + probes:
-            result["status"] = f"failed: input topic holds {written} records"
-            return result
-        if wordcount:
-            monitor.set_target(words=pool.word_counts(0, args.warmup + args.records))
-        else:
-            monitor.set_target(count=before + pool.stateless_count(args.warmup, args.records))
-        broker_cpu0 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
-        cpu0 = variant.cpu()
-        variant.resume()
-        resumed, resumed_wall = time.monotonic(), time.time()
-        drain_timeout = max(300.0, args.records / 2000)
-        problem = _wait(monitor, variant, drain_timeout)
-        cpu1 = variant.cpu()
-        broker_cpu1 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
-        if problem is not None:
-            result["status"] = f"failed: drain: {problem}"
-            return result
-        assert monitor.done_at is not None
-        drain = monitor.done_at - resumed
-        millions = args.records / 1e6
-        result |= {
-            "drain_s": round(drain, 3),
-            "throughput_rps": round(args.records / drain),
-            "cpu_s": round(cpu1 - cpu0, 2),
-            "cpu_s_per_million": round((cpu1 - cpu0) / millions, 2),
-            "broker_cpu_s_per_million": round((broker_cpu1 - broker_cpu0) / millions, 2),
-            "output_records": monitor.count,
-        }
+        # Throughput: pause the tree, pre-load the backlog, resume, time the drain. A warm-up drain
+        # first (--warm-drain) lets the JIT compile the drain's hot code before the measured one.
+        for count, measured in ((args.warm_drain, False), (args.records, True)):
+            if count <= 0:
+                continue
+            before = monitor.count
+            session = None
+            if measured and args.profile:
+                session = profiling.start(variant.members(), args.profile / f"{app_id}.jfr")
+            variant.pause()
+            paused_wall = time.time()
+            seconds = workload.produce_lines(
+                bootstrap, source, pool, start=loaded, count=count, partitions=parts
+            )
+            loaded += count
+            result["produce_s" if measured else "warm_drain_produce_s"] = round(seconds, 2)
+            written = workload.topic_record_count(bootstrap, source, parts)
+            if written != loaded + probes:
+                result["status"] = f"failed: input topic holds {written} records, expected {loaded + probes}"
+                return result
+            if wordcount:
+                monitor.set_target(words=pool.word_counts(0, loaded))
+            else:
+                monitor.set_target(count=before + pool.stateless_count(loaded - count, count))
+            broker_cpu0 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
+            cpu0 = variant.cpu()
+            threads0 = profiling.thread_cpu(variant.members())
+            if session is not None:
+                profiling.resumed(session, variant.members())
+            variant.resume()
+            resumed, resumed_wall = time.monotonic(), time.time()
+            problem = _wait(monitor, variant, max(300.0, count / 2000))
+            cpu1 = variant.cpu()
+            jit = profiling.jit_seconds(threads0, profiling.thread_cpu(variant.members()))
+            if session is not None:
+                profiled = profiling.finish(session, variant.members()) | {"cpu_s": round(cpu1 - cpu0, 2)}
+            broker_cpu1 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
+            if problem is not None:
+                result["status"] = f"failed: {'drain' if measured else 'warm-up drain'}: {problem}"
+                return result
+            assert monitor.done_at is not None
+            drain = monitor.done_at - resumed
+            if not measured:
+                result |= {"warm_drain_s": round(drain, 3), "warm_drain_cpu_s": round(cpu1 - cpu0, 2)}
+                continue
+            millions = args.records / 1e6
+            result |= {
+                "drain_s": round(drain, 3),
+                "throughput_rps": round(args.records / drain),
+                "cpu_s": round(cpu1 - cpu0, 2),
+                "cpu_s_per_million": round((cpu1 - cpu0) / millions, 2),
+                "jit_cpu_s": round(jit, 2),
+                "cpu_s_per_million_excl_jit": round((cpu1 - cpu0 - jit) / millions, 2),
+                "broker_cpu_s_per_million": round((broker_cpu1 - broker_cpu0) / millions, 2),
+                "output_records": monitor.count,
+                "load_average_after_drain": [round(x, 2) for x in os.getloadavg()],
+            }
+        # From the pause: a trigger that was looking for new offsets when the tree was paused
+        # becomes the drain's first batch (its latestOffset then includes the pause).
         window = (paused_wall, time.time())
         result["resumed_wall"] = resumed_wall
         if variant_name != "kstreams":
@@ -314,22 +383,42 @@ def run_one(
         breakdown = _breakdown(workdir / "progress.jsonl", *window) if window else None
         if breakdown:
             result["spark_drain_batches"] = breakdown
+        during = (
+            _breakdown(workdir / "progress.jsonl", *latency_window, whole=True) if latency_window else None
+        )
+        if during:
+            result["spark_latency_batches"] = during
         if result.get("status") == "ok":
             if wordcount:
-                extra = sorted(set(monitor.latest) - set(pool.word_counts(0, args.warmup + args.records)))
+                extra = sorted(set(monitor.latest) - set(pool.word_counts(0, loaded)))
                 if extra:
                     result["status"] = f"failed: unexpected words in the output, e.g. {extra[:3]}"
             else:
                 problems = workload.verify_stateless(
-                    bootstrap, sink, parts, pool.stateless_expected(0, args.warmup + args.records), probes
+                    bootstrap, sink, parts, pool.stateless_expected(0, loaded), probes
                 )
                 if problems:
                     result["status"] = "failed: verify: " + "; ".join(problems)
         if variant.workdir.exists():
             result["log_tail"] = variant.log_tail(8) if result.get("status") != "ok" else ""
         _delete_topics(bootstrap, (app_id,))
+        if profiled is not None:
+            _write_profile(args.profile, result, profiled)
         if not args.keep_workdirs:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _write_profile(folder: pathlib.Path, result: dict[str, Any], profiled: dict[str, Any]) -> None:
+    """Summarise the drain's recording (after the variant stopped: jfr costs CPU) next to it."""
+    if "recording" in profiled:
+        try:
+            profiled["jfr"] = profiling.jfr_summary(pathlib.Path(profiled["recording"]))
+        except (RuntimeError, subprocess.CalledProcessError, ValueError) as exc:
+            profiled["jfr_error"] = repr(exc)[:300]
+    keys = ("topology", "variant", "rep", "app_id", "status", "throughput_rps", "cpu_s_per_million")
+    doc = {k: result.get(k) for k in keys} | profiled
+    (folder / f"{result['app_id']}.profile.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"bench:   profile: {folder / (result['app_id'] + '.profile.json')}", flush=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -355,14 +444,20 @@ def main(argv: list[str] | None = None) -> int:
         command=command, args=vars(args) | {"variants": variants, "topologies": topologies}
     )
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="streamapp-bench-"))
     started = time.monotonic()
     try:
         with broker.EmbeddedKafka(heap="1g") as kafka:
             meta["broker_startup_s"] = round(kafka.startup_seconds or 0, 1)
             for rep in range(1, args.repeats + 1):
+                # Each repeat starts the order one variant later (a b c, b c a, c a b …), so that no
+                # variant always runs first after a start or right after a given other one.
+                shift = (rep - 1) % len(variants)
+                order = variants[shift:] + variants[:shift]
                 for topology in topologies:
-                    for variant in variants:
+                    for variant in order:
                         if topology not in ONLY.get(variant, TOPOLOGIES):
                             continue
                         print(f"bench: {topology} {variant} run {rep}/{args.repeats} …", flush=True)
