@@ -395,7 +395,10 @@ class StreamAppSpec(_Model):
     kafka: KafkaSpec | None = pydantic.Field(default=None, description="Kafka connection.")
     topology: TopologySpec = pydantic.Field(description="The processing topology.")
     processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = pydantic.Field(
-        default="at_least_once", description="Delivery guarantee Kafka to Kafka."
+        default="at_least_once",
+        description="Delivery guarantee Kafka to Kafka. at_least_once: an idempotent producer, a micro-batch "
+        "replayed after a failure is written again. exactly_once_v2 is refused until the transactional "
+        "sink is implemented.",
     )
     checkpoint_location: str | None = pydantic.Field(
         default=None, description="Checkpoint folder or Hadoop-compatible URI (s3a://, hdfs://, file:)."
