@@ -67,15 +67,23 @@ class KubeCluster:
         # The client is untyped: one Any at the boundary instead of ignores on every call.
         self._dynamic: Any = dynamic.DynamicClient(api_client or client.ApiClient())  # type: ignore[no-untyped-call]
         # kopf runs handlers in many threads; the dynamic client's discovery cache is not made for
-        # that. Calls take milliseconds, so one at a time costs nothing.
-        self._lock = threading.RLock()
+        # that, so discovery happens under a lock, once per kind. Requests themselves run
+        # concurrently (urllib3's pool is thread-safe): holding the lock across each round trip
+        # made every app's reconciliation queue behind every other app's.
+        self._lock = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
 
     def _resource(self, api_version: str, kind: str) -> Any:
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        with self._lock:
+            found = self._resources.get((api_version, kind))
+            if found is None:
+                found = self._dynamic.resources.get(api_version=api_version, kind=kind)
+                self._resources[(api_version, kind)] = found
+            return found
 
     def apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj["metadata"]
-        with self._lock, _translated(f"apply {obj['kind']} {meta['namespace']}/{meta['name']}"):
+        with _translated(f"apply {obj['kind']} {meta['namespace']}/{meta['name']}"):
             self._dynamic.server_side_apply(
                 self._resource(obj["apiVersion"], obj["kind"]),
                 body=dict(obj),
@@ -88,7 +96,7 @@ class KubeCluster:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         from kubernetes.dynamic import exceptions  # noqa: PLC0415
 
-        with self._lock, _translated(f"read {kind} {namespace}/{name}"):
+        with _translated(f"read {kind} {namespace}/{name}"):
             try:
                 found = self._dynamic.get(
                     self._resource(api_version, kind),
@@ -101,7 +109,7 @@ class KubeCluster:
             return found.to_dict()  # type: ignore[no-any-return]
 
     def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
-        with self._lock, _translated(f"list {kind} in {namespace} ({selector})"):
+        with _translated(f"list {kind} in {namespace} ({selector})"):
             found = self._dynamic.get(
                 self._resource(api_version, kind),
                 namespace=namespace,
@@ -116,7 +124,7 @@ class KubeCluster:
         """Delete (in the background, with the given grace period); False when it was already gone."""
         from kubernetes.dynamic import exceptions  # noqa: PLC0415
 
-        with self._lock, _translated(f"delete {kind} {namespace}/{name}"):
+        with _translated(f"delete {kind} {namespace}/{name}"):
             try:
                 self._dynamic.delete(
                     self._resource(api_version, kind),
@@ -134,7 +142,7 @@ class KubeCluster:
         self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
     ) -> None:
         """Merge-patch the status subresource (the object's own handlers write it through kopf)."""
-        with self._lock, _translated(f"patch status of {kind} {namespace}/{name}"):
+        with _translated(f"patch status of {kind} {namespace}/{name}"):
             self._dynamic.patch(
                 self._resource(api_version, kind).subresources["status"],
                 body={"status": dict(status)},
