@@ -82,9 +82,11 @@ def test_an_app_becomes_ready_sized_to_its_partitions_and_rescales(
     row = columns(listing, "wordcount")
     # EXECUTORS counts ready executor pods: KWOK runs no driver, so none were started here.
     assert (row["PHASE"], row["READY"], row["EXECUTORS"], row["LAG"]) == ("Running", "True", "0", "")
-    wide = columns(kube.kubectl("get", "sapp", "-n", NS, "-o", "wide"), "wordcount")
+    wide_listing = kube.kubectl("get", "sapp", "-n", NS, "-o", "wide")
+    wide = columns(wide_listing, "wordcount")
     assert (wide["DESIRED"], wide["REVISION"]) == ("4", status["currentRevision"])  # executors asked for
     streamapp_report(f"kubectl get streamapps -n {NS}:\n{listing.rstrip()}")
+    streamapp_report(f"kubectl get sapp -n {NS} -o wide (4 input partitions):\n{wide_listing.rstrip()}")
 
     first = driver(kube, "wordcount")
     assert first is not None
@@ -100,6 +102,9 @@ def test_an_app_becomes_ready_sized_to_its_partitions_and_rescales(
     assert grown["currentRevision"] == second["metadata"]["labels"]["streamapp.io/revision"]
     assert spark_conf(kube, "wordcount")["spark.executor.instances"] == "6"
     assert any("rescaling from 4 to 6 executors" in e for e in events(kube, "wordcount"))
+    wide_listing = kube.kubectl("get", "sapp", "-n", NS, "-o", "wide")
+    assert columns(wide_listing, "wordcount")["DESIRED"] == "6"
+    streamapp_report(f"kubectl get sapp -n {NS} -o wide (partitions added, 6):\n{wide_listing.rstrip()}")
 
 
 def test_suspend_stops_the_driver_and_resume_starts_it_again(
