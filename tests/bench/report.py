@@ -18,6 +18,8 @@ import statistics
 import subprocess
 from typing import Any
 
+from tests.bench import chart
+
 __all__ = ["environment", "one_line", "write"]
 
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -190,6 +192,8 @@ def _markdown(
         f"for {a['latency_seconds']} s; cells are median (min–max) over the runs; "
         f"total wall time {meta.get('wall_s', '?')} s",
         "",
+        "![medians with min–max whiskers](chart.png)",
+        "",
     ]
     for topology, variants in summary.items():
         names = [x for x in _NAMES if x in variants]
@@ -345,3 +349,4 @@ def write(out: pathlib.Path, meta: dict[str, Any], results: list[dict[str, Any]]
             if analysis.strip() == _PLACEHOLDER.strip():
                 analysis = ""
     md.write_text(_markdown(meta, results, summary, analysis))
+    chart.draw(summary, out / "chart.png", subtitle=chart.subtitle(meta))
