@@ -20,28 +20,24 @@ _VARIANTS = (  # (key, label, colour)
     ("pyspark", "PySpark job", "#e8710a"),
     ("kstreams", "Kafka Streams", "#188038"),
 )
-#: (title, [(topology, measure key, group label)], log scale)
-_PANELS: tuple[tuple[str, list[tuple[str, str, str]], bool], ...] = (
-    (
-        "throughput, records/s (higher is better)",
-        [("stateless", "throughput_rps", "stateless"), ("wordcount", "throughput_rps", "word count")],
-        False,
-    ),
-    (
-        "CPU-seconds per million records (lower is better)",
-        [("stateless", "cpu_s_per_million", "stateless"), ("wordcount", "cpu_s_per_million", "word count")],
-        False,
-    ),
+#: A group of bars: (topology, measure key, label under the group).
+_Group = tuple[str, str, str]
+
+
+def _per_topology(key: str) -> list[_Group]:
+    return [("stateless", key, "stateless"), ("wordcount", key, "word count")]
+
+
+#: (title, groups, log scale)
+_PANELS: tuple[tuple[str, list[_Group], bool], ...] = (
+    ("throughput, records/s (higher is better)", _per_topology("throughput_rps"), False),
+    ("CPU-seconds per million records (lower is better)", _per_topology("cpu_s_per_million"), False),
     (
         "stateless latency at 1,000 records/s, ms (lower is better)",
         [("stateless", "latency_p50_ms", "p50"), ("stateless", "latency_p99_ms", "p99")],
         True,
     ),
-    (
-        "start-up to first output, s (lower is better)",
-        [("stateless", "startup_s", "stateless"), ("wordcount", "startup_s", "word count")],
-        False,
-    ),
+    ("start-up to first output, s (lower is better)", _per_topology("startup_s"), False),
 )
 
 
