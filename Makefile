@@ -13,14 +13,36 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean
+.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml
-	@command -v javac >/dev/null || { echo "setup: a JDK 17+ (java, and javac for the Kafka sink) is required"; exit 1; }
-	@command -v mvn >/dev/null || { echo "setup: Maven (mvn) is required to fetch Kafka and the Spark connector"; exit 1; }
+# The tools each part of the set-up needs, checked before anything is downloaded; each message
+# says what is missing and what was found. The runtime (demo, unit tests) needs Python, a JDK and
+# Maven; the e2e control plane adds Go (the version its go.mod files require: the build uses the
+# local toolchain, GOTOOLCHAIN=local) and kubectl.
+GO_NEEDED = $(shell awk '$$1 == "go" {print $$2}' e2e/controlplane/go.mod e2e/controlplane/*/go.mod 2>/dev/null | sort -V | tail -1)
+
+prereqs-runtime: ## check the runtime's prerequisites: Python 3.11+, a JDK 17+ (java, javac), Maven
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "setup: Python 3.11+ is required; $(PYTHON) is $$($(PYTHON) --version 2>&1 | head -1) (make PYTHON=python3.11 …)"; exit 1; }
+	@command -v java >/dev/null && command -v javac >/dev/null || { \
+		echo "setup: a JDK 17+ is required (java, and javac for the Kafka sink): install e.g. openjdk-17-jdk-headless"; exit 1; }
+	@v=$$(java -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $$2}'); \
+		[ "$${v%%.*}" -ge 17 ] 2>/dev/null || { echo "setup: a JDK 17+ is required; java is version $$v"; exit 1; }
+	@command -v mvn >/dev/null || { \
+		echo "setup: Maven (mvn) is required to fetch Kafka and Spark's Kafka connector from Maven Central"; exit 1; }
+
+prereqs-e2e: ## check the e2e suite's prerequisites: Go (as e2e/controlplane/go.mod requires) and kubectl
+	@go=$${GO:-$$(command -v go || echo /usr/local/go/bin/go)}; \
+		[ -x "$$go" ] || { echo "setup: Go $(GO_NEEDED)+ is required to build the e2e control plane (go not found; or set GO=/path/to/go)"; exit 1; }; \
+		have=$$("$$go" env GOVERSION | sed 's/^go//'); \
+		[ "$$(printf '%s\n%s\n' "$(GO_NEEDED)" "$$have" | sort -V | head -1)" = "$(GO_NEEDED)" ] || { \
+		echo "setup: Go $(GO_NEEDED)+ is required (the go.mod files in e2e/controlplane say go $(GO_NEEDED), and the build uses the local toolchain); $$go is $$have"; exit 1; }
+	@command -v kubectl >/dev/null || { echo "setup: kubectl is required by the e2e suite (any recent client)"; exit 1; }
+
+$(STAMP): pyproject.toml | prereqs-runtime
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing streamapp and its Python dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@# PYTHONSAFEPATH: `python -m` would otherwise put the checkout first on sys.path, where the
@@ -30,8 +52,10 @@ $(STAMP): pyproject.toml
 		> $(VENV)/install.log 2>&1 || { tail -40 $(VENV)/install.log; echo "setup: pip failed, see $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
 
-setup: $(STAMP) $(if $(wildcard e2e/e2e.mk),e2e-deps) ## install everything from nothing (venv, Kafka, Spark connector, control plane); cached
+setup-runtime: prereqs-runtime $(STAMP) ## the runtime only (venv, Kafka, Spark's connector): what demo and unit need; cached
 	@$(VENV)/bin/streamapp setup
+
+setup: prereqs-runtime prereqs-e2e setup-runtime $(if $(wildcard e2e/e2e.mk),e2e-deps) ## everything: the runtime and the e2e control plane (built from Go modules); cached
 
 # mypy needs the import layout (streamapp/runtime, streamapp/operator); the folders are mapped.
 build/typecheck/streamapp:
@@ -50,7 +74,7 @@ format: $(STAMP) ## rewrite sources with ruff's fixes and formatter
 typecheck: $(STAMP) build/typecheck/streamapp ## mypy --strict
 	$(VENV)/bin/mypy
 
-unit: setup ## the tests/ suite only (real Kafka + local Spark included)
+unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
 	$(PY) -m pytest tests
 
 test: setup ## every test: unit, real-Kafka integration and the e2e suite
@@ -64,7 +88,7 @@ bench: bench-run bench-operator ## benchmarks side by side (results in tests/ben
 bench-operator: setup ## time from `kubectl apply` to the driver Pod, median of 20 (tests/bench/results/OPERATOR.md)
 	$(PY) -m tests.bench.operator_latency --apps 20
 
-demo: setup ## word count, live, on a real broker and a real Spark query
+demo: setup-runtime ## word count, live, on a real broker and a real Spark query
 	@$(VENV)/bin/streamapp demo
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it is stale)

@@ -1,8 +1,10 @@
 """StreamApp runtime: Kafka Streams semantics on Apache Spark.
 
-The public surface is small; everything else is internal. Importing it never imports pyspark.
+The public surface is small; everything else is internal. Importing it never imports pyspark:
+``StreamApp(topology_or_manifest, StreamsConfig(...)).start()`` starts Spark only when called.
 """
 
+from streamapp.runtime.app import StreamApp, StreamsConfig
 from streamapp.runtime.errors import ManifestError, Problem, StreamAppError, TopologyError
 from streamapp.runtime.serdes import Serde, Serdes
 from streamapp.runtime.topology import (
@@ -25,8 +27,10 @@ __all__ = [
     "Problem",
     "Serde",
     "Serdes",
+    "StreamApp",
     "StreamAppError",
     "StreamsBuilder",
+    "StreamsConfig",
     "Topology",
     "TopologyError",
 ]

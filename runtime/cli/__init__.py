@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
+import traceback
 from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -53,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     from streamapp.runtime.cli import apps  # noqa: PLC0415 - light: no Spark until a command runs
 
+    listing = sub.add_parser(
+        "examples", help="list the example manifests (run one with `streamapp run NAME`)"
+    )
+    listing.set_defaults(func=apps.cmd_examples)
+
     validate = sub.add_parser("validate", help="check a manifest; every problem is listed by its path")
     validate.add_argument("manifest")
     validate.set_defaults(func=apps.cmd_validate)
@@ -67,7 +73,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("manifest")
     run.add_argument("--bootstrap", help="Kafka bootstrap servers (default: the manifest's, else embedded)")
     run.add_argument(
-        "--checkpoint", help="checkpoint folder or URI (default: the manifest's, else a temp folder)"
+        "--checkpoint",
+        help="checkpoint folder or URI; a run resumes from it (default: the manifest's, else a fresh "
+        "temporary folder each run, so the input is read from the beginning)",
+    )
+    run.add_argument(
+        "--input",
+        action="append",
+        metavar="TOPIC=FILE",
+        help="produce a file's records to an input topic first: lines as values, or a .jsonl file of "
+        '{"key", "value", "timestamp"} objects (repeatable)',
     )
     run.add_argument(
         "--master",
@@ -85,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     driver = sub.add_parser("driver", help="in-cluster entrypoint of the operator's driver Pod")
     driver.add_argument("--manifest", required=True)
     driver.set_defaults(func=apps.cmd_driver)
+    for command in (setup, demo, listing, validate, describe, run, driver):
+        command.add_argument(
+            "--debug", action="store_true", help="on an error, show the traceback (and Spark's full error)"
+        )
     return parser
 
 
@@ -94,17 +113,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    from streamapp.runtime import errors  # noqa: PLC0415
-
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except errors.KafkaCredentialsError as exc:
-        # The message names the manifest field and where the material was looked for: no traceback.
-        print(f"streamapp {args.command}: {exc}", file=sys.stderr)
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every error ends in one line naming what failed
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+            cause = getattr(exc, "cause", None)
+            if cause is not None:
+                print(f"caused by: {cause}", file=sys.stderr)
+        print(f"streamapp {args.command}: {_explain(exc)}", file=sys.stderr)
+        return _exit_code(exc)
+
+
+def _exit_code(exc: BaseException) -> int:
+    """2: the input or configuration is wrong (nothing ran); 1: running failed."""
+    from streamapp.runtime import errors  # noqa: PLC0415
+    from streamapp.runtime.cli import apps  # noqa: PLC0415
+
+    if isinstance(exc, errors.StreamAppError) and not isinstance(exc, apps.QueryFailed):
         return 2
+    return 1
+
+
+def _explain(exc: BaseException) -> str:
+    """One line: the component that failed and its message (the field, record or topic it names)."""
+    from streamapp.runtime import errors  # noqa: PLC0415
+    from streamapp.runtime.cli import apps  # noqa: PLC0415
+    from streamapp.runtime.embedded import errors as embedded_errors  # noqa: PLC0415
+
+    if isinstance(exc, errors.ManifestError):
+        return "; ".join(str(p) for p in exc.problems) or str(exc)
+    if isinstance(exc, errors.StreamAppError):
+        return _first(str(exc))
+    if isinstance(exc, embedded_errors.EmbeddedError):
+        return f"embedded Kafka: {_first(str(exc))}"
+    module = type(exc).__module__ or ""
+    if module.startswith("confluent_kafka") or "KafkaException" in type(exc).__name__:
+        return f"Kafka: {_first(str(exc))}"
+    if module.startswith(("pyspark", "py4j")):
+        return f"Spark: {apps.one_line(exc)}"
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {_first(str(exc))}"
+
+
+def _first(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else "unknown error")[:500]
 
 
 if __name__ == "__main__":  # pragma: no cover

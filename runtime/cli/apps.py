@@ -13,7 +13,6 @@ import os
 import pathlib
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,15 +23,38 @@ from streamapp.runtime.kafka import security
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["cmd_describe", "cmd_driver", "cmd_run", "cmd_validate", "starting_position"]
+__all__ = [
+    "QueryFailed",
+    "cmd_describe",
+    "cmd_driver",
+    "cmd_run",
+    "cmd_validate",
+    "one_line",
+    "starting_position",
+]
+
+
+def _resolve(path: str) -> str:
+    """``path``, or the packaged example of that name when no such file exists."""
+    from streamapp.runtime.cli import examples  # noqa: PLC0415
+
+    if not pathlib.Path(path).exists():
+        try:
+            return str(examples.find(path))
+        except KeyError:
+            pass
+    return path
 
 
 def _load(path: str) -> Any:
-    """The manifest at ``path``, or exit 1 listing every problem by manifest path."""
+    """The manifest at ``path`` (or the example so named), or exit 1 listing every problem by path."""
+    path = _resolve(path)
     try:
         text = pathlib.Path(path).read_text()
     except OSError as exc:
-        print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
+        named = "/" not in path and not path.endswith((".yaml", ".yml"))
+        hint = " (nor an example: `streamapp examples`)" if named else ""
+        print(f"{path}: cannot read: {exc.strerror}{hint}", file=sys.stderr)
         raise SystemExit(2) from exc
     problems = manifest.validate_manifest(text)
     if problems:
@@ -43,11 +65,22 @@ def _load(path: str) -> Any:
     return manifest.load_manifest(text)
 
 
+def cmd_examples(args: argparse.Namespace) -> int:
+    """List the packaged examples: name, what it does, where the manifest is."""
+    from streamapp.runtime.cli import examples  # noqa: PLC0415
+
+    for example in examples.available():
+        print(f"{example.name:<14} {example.summary}")
+        print(f"{'':<14} {example.path}")
+    print("run one with: streamapp run NAME (describe NAME, validate NAME)")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     app = _load(args.manifest)
     print(
-        f"{args.manifest}: valid StreamApp {app.metadata.name!r} "
+        f"{_resolve(args.manifest)}: valid StreamApp {app.metadata.name!r} "
         f"({(time.perf_counter() - started) * 1000:.0f} ms)"
     )
     return 0
@@ -65,218 +98,196 @@ def _bootstrap(app: Any, override: str | None) -> str | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run locally: local Spark, the given broker or an embedded one; Ctrl-C stops cleanly."""
-    app = _load(args.manifest)
-    topology = manifest.build_topology(app)
-    bootstrap = _bootstrap(app, args.bootstrap)
+    from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
+
+    loaded = _load(args.manifest)
+    topology = manifest.build_topology(loaded)
+    bootstrap = _bootstrap(loaded, args.bootstrap)
     # The embedded broker is plaintext: spec.kafka.tls/sasl are for the broker the app names.
-    credentials = security.from_env(app.spec.kafka) if bootstrap else security.PLAINTEXT
+    credentials = security.from_env(loaded.spec.kafka) if bootstrap else security.PLAINTEXT
     embedded = None
     if bootstrap is None:
         from streamapp.runtime.embedded import broker  # noqa: PLC0415
 
         embedded = broker.EmbeddedKafka()
         bootstrap = embedded.start()
-        print(f"embedded Kafka {embedded.version} broker at {bootstrap}", flush=True)
+        print(
+            f"embedded Kafka {embedded.version} broker at {bootstrap} (produce to it, e.g. "
+            f"kafka-console-producer.sh --bootstrap-server {bootstrap} --topic "
+            f"{(topology.source_topics() or ['TOPIC'])[0]}); it stops when the run ends",
+            flush=True,
+        )
     try:
         from streamapp.runtime.kafka import admin  # noqa: PLC0415
 
-        client = credentials.librdkafka()
-        missing = [
-            t
-            for t in topology.source_topics()
-            if t not in admin.partition_counts(bootstrap, [t], client_config=client)
-        ]
-        if missing and embedded is not None:
-            admin.create_topics(bootstrap, dict.fromkeys(missing, 1))
-        checkpoint = (
-            args.checkpoint
-            or app.spec.checkpoint_location
-            or str(pathlib.Path(tempfile.gettempdir()) / "streamapp" / app.metadata.name / "checkpoint")
-        )
-        master = args.master or "local[2]"
-        if args.master is None and topology.trigger()[0] == "real-time":
-            # The real-time trigger runs one long-lived task per input partition, all at once: a
-            # local run needs that many task slots (threads; the cores are shared).
-            inputs = admin.partition_counts(bootstrap, topology.source_topics(), client_config=client)
-            master = f"local[{max(2, sum(inputs.values()))}]"
-        return _run_query(
-            app,
-            topology,
-            bootstrap=bootstrap,
-            checkpoint=checkpoint,
-            master=master,
-            until_idle=args.until_idle,
+        if embedded is not None:
+            # A fresh broker has no topics: create the inputs (to produce to) and the outputs.
+            topics = [*topology.source_topics(), *topology.sink_topics()]
+            admin.create_topics(bootstrap, dict.fromkeys(dict.fromkeys(topics), 1))
+        for spec in args.input or ():
+            _produce_input(bootstrap, topology, spec, credentials)
+        checkpoint = args.checkpoint or loaded.spec.checkpoint_location
+        config = streamapp_app.StreamsConfig(
+            bootstrap_servers=bootstrap,
+            checkpoint_location=checkpoint,
+            master=args.master,
+            stop_when_idle=args.until_idle,
             credentials=credentials,
+            progress_group=os.environ.get("STREAMAPP_PROGRESS_GROUP") or None,
+            namespace=os.environ.get("STREAMAPP_NAMESPACE") or None,
         )
+        app = streamapp_app.StreamApp(loaded, config)
+        if checkpoint is None:
+            print(
+                "checkpoint: a fresh temporary folder, removed at exit: the input is read from the "
+                "beginning (--checkpoint DIR keeps it, and a later run resumes from it)",
+                flush=True,
+            )
+        else:
+            origin = "--checkpoint" if args.checkpoint else "spec.checkpointLocation"
+            print(
+                f"checkpoint: {checkpoint} (from {origin}): resumes where it stopped, if it holds state",
+                flush=True,
+            )
+        return _execute(app)
     finally:
         if embedded is not None:
             embedded.stop()
 
 
-def _run_query(
-    app: Any,
-    topology: Any,
-    *,
-    bootstrap: str,
-    checkpoint: str,
-    master: str | None,
-    until_idle: float | None,
-    starting: Mapping[str, str] | None = None,
-    driver_memory: str | None = None,
-    credentials: security.Credentials = security.PLAINTEXT,
-) -> int:
-    """Run the app's query until it fails, is interrupted (SIGINT/SIGTERM) or has been idle.
+def _execute(app: Any) -> int:
+    """Start ``app``, report late records as they happen, stop on SIGTERM/SIGINT, print a summary.
 
-    ``starting`` holds the Kafka source's start options (``startingOffsets`` or
-    ``startingTimestamp``); Spark applies them only when the checkpoint is new.
+    Returns 0 when the app stopped (a signal, ``--until-idle``), 1 when its query failed.
     """
-    from streamapp.runtime.kafka import admin  # noqa: PLC0415
-    from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
+    from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
 
-    inputs = admin.partition_counts(
-        bootstrap, topology.source_topics(), client_config=credentials.librdkafka()
-    )
-    print(f"starting Spark for {app.metadata.name!r} (first start takes about 10 s) …", flush=True)
-    spark = session.build_session(
-        app_name=app.metadata.name,
-        master=master,
-        conf=dict(app.spec.spark_conf or {}),
-        driver_memory=driver_memory or session.DEFAULT_DRIVER_MEMORY,
-    )
-    state_partitions = checkpoints.state_partitions(
-        spark, checkpoint, requested=app.spec.state_partitions, default=max(inputs.values(), default=1)
-    )
-    compiled = compiler.compile_topology(
-        topology,
-        read=lambda topics: kafka_io.read_stream(
-            spark,
-            bootstrap=bootstrap,
-            topics=topics,
-            starting_offsets=dict(starting or {}).get("startingOffsets", "earliest"),
-            options={k: v for k, v in (starting or {}).items() if k != "startingOffsets"},
-            client_config=credentials.java(),
-        ),
-    )
-    query = runner.start_kafka(
-        compiled.plan,
-        bootstrap=bootstrap,
-        checkpoint=checkpoint,
-        trigger=compiled.trigger,
-        query_name=app.metadata.name,
-        output_mode=compiled.output_mode,
-        prints=compiled.prints,
-        producer_config=credentials.java(),
-    )
-    print(
-        f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "
-        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, checkpoint {checkpoint}"
-        + (f", {state_partitions} state partitions)" if topology.stateful() else ")"),
-        flush=True,
-    )
-    reporter = _progress_reporter(app, bootstrap, credentials.librdkafka())
-    dropped = 0
+    name = app.application_id
+    topology = app.topology
+    print(f"starting Spark for {name!r} (first start takes about 10 s) …", flush=True)
+    app.on_progress(_late_reporter(name))
     stop = False
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stop
         stop = True
 
-    signal.signal(signal.SIGTERM, on_signal)
+    previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        idle_since: float | None = None  # counts only once a first batch completed
-        last_batch = -1
-        last_seen = None
-        while query.isActive and not stop:
-            query.awaitTermination(1)
-            progress = query.lastProgress
-            if progress and progress["timestamp"] != last_seen:
-                last_seen = progress["timestamp"]
-                _report(reporter, progress)
-            else:
-                _report(reporter, None)
-            if progress and progress["batchId"] != last_batch:
-                last_batch = progress["batchId"]
-                late = sum(counter.value for counter in compiled.late.values())
-                if late != dropped:
-                    print(
-                        f"{app.metadata.name}: {late - dropped} late record(s) dropped (beyond grace) "
-                        f"in batch {last_batch}; {late} since start",
-                        flush=True,
-                    )
-                    dropped = late
-                if idle_since is None or progress.get("numInputRows"):
-                    idle_since = time.monotonic()
-            if (
-                until_idle is not None
-                and idle_since is not None
-                and time.monotonic() - idle_since > until_idle
-            ):
-                break
-    except KeyboardInterrupt:
-        pass
-    reporter.min_interval = 0
-    _report(reporter, None)  # the last batch, if the throttle held it back
-    reporter.close()
-    if query.exception() is not None:
-        print(f"{app.metadata.name}: query failed: {query.exception()}", file=sys.stderr)
-        spark.stop()
-        return 1
-    query.stop()
-    spark.stop()
+        app.start()
+        partitions = app.state_partitions
+        print(
+            f"running {name!r}: {', '.join(topology.source_topics())} → "
+            f"{', '.join(topology.sink_topics())} ({app.trigger} trigger, "
+            f"checkpoint {app.checkpoint_location}"
+            + (f", {partitions} state partitions)" if partitions is not None else ")"),
+            flush=True,
+        )
+        try:
+            while not app.await_termination(0.5):
+                if stop:
+                    break
+        except KeyboardInterrupt:
+            pass
+        app.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(_summary(app), flush=True)
+    if app.state is streamapp_app.State.ERROR:
+        raise QueryFailed(name, app.error)
     return 0
 
 
-def _progress_reporter(app: Any, bootstrap: str, config: Mapping[str, str]) -> Any:
-    """Commits each batch's end offsets to the app's consumer group (see :mod:`kafka.progress`)."""
-    from streamapp.runtime.kafka import progress  # noqa: PLC0415
+class QueryFailed(errors.StreamAppError):
+    """The app's streaming query failed; the message is the cause's first line."""
 
-    group = os.environ.get("STREAMAPP_PROGRESS_GROUP") or progress.group_id(
-        app.metadata.name, os.environ.get("STREAMAPP_NAMESPACE") or app.metadata.namespace
+    def __init__(self, name: str, cause: BaseException | None) -> None:
+        self.cause = cause
+        super().__init__(f"{name}: the query failed: {one_line(cause)}")
+
+
+def one_line(exc: BaseException | None) -> str:
+    """The line of a (Spark) error that says what went wrong: the innermost cause's message."""
+    if exc is None:
+        return "unknown error"
+    text = str(getattr(exc, "desc", None) or exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    causes = [ln for ln in lines if ln.startswith("Caused by:")]
+    chosen = (
+        causes[-1][len("Caused by:") :].strip() if causes else (lines[0] if lines else type(exc).__name__)
     )
-    return progress.Reporter(bootstrap, group, config=config)
+    return chosen[:500]
 
 
-def _report(reporter: Any, spark_progress: Any) -> None:
-    """Hand a batch's progress to the reporter (None: retry a held-back commit); a failure is
-    logged once, never raised: the checkpoint, not the group, is where processing resumes."""
-    from confluent_kafka import KafkaException  # noqa: PLC0415
+def _late_reporter(name: str) -> Any:
+    dropped = 0
 
-    from streamapp.runtime.kafka import progress  # noqa: PLC0415
-
-    try:
-        reporter.report(None if spark_progress is None else progress.from_spark_progress(spark_progress))
-    except (KafkaException, TimeoutError) as exc:
-        if not reporter.warned:
+    def report(progress: Any, _raw: Mapping[str, Any]) -> None:
+        nonlocal dropped
+        if progress.late != dropped:
             print(
-                f"warning: progress of this app could not be committed to consumer group "
-                f"{reporter.group!r} (lag in status and Kafka tools stays stale): {exc}",
-                file=sys.stderr,
+                f"{name}: {progress.late - dropped} late record(s) dropped (beyond grace) "
+                f"in batch {progress.last_batch_id}; {progress.late} since start",
                 flush=True,
             )
-            reporter.warned = True
+            dropped = progress.late
+
+    return report
+
+
+def _summary(app: Any) -> str:
+    progress = app.progress
+    lines = [
+        f"summary of {app.application_id!r}: {progress.batches} batch(es) in {progress.elapsed:.1f} s, "
+        f"{progress.late} late record(s) dropped, {progress.skipped} skipped"
+    ]
+    if not progress.counted:
+        lines.append("  records per topic are not counted with the real-time trigger")
+        return "\n".join(lines)
+    for label, topics, counts in (
+        ("read", app.topology.source_topics(), progress.records_read),
+        ("written", app.topology.sink_topics(), progress.records_written),
+    ):
+        for topic in topics:
+            lines.append(f"  {label:<8} {counts.get(topic, 0):>10,} record(s)  {topic}")
+    return "\n".join(lines)
+
+
+def _produce_input(bootstrap: str, topology: Any, spec: str, credentials: security.Credentials) -> None:
+    """``--input TOPIC=FILE``: the file's lines as records (see :mod:`.inputs`)."""
+    from streamapp.runtime.cli import inputs  # noqa: PLC0415
+
+    topic, records = inputs.read(spec, topology)
+    from streamapp.runtime.kafka import admin  # noqa: PLC0415
+
+    sent = admin.produce(bootstrap, topic, records, client_config=credentials.librdkafka())
+    print(f"input: {sent} record(s) from {spec.split('=', 1)[1]} produced to {topic}", flush=True)
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
     """In-cluster driver: Spark master and bootstrap come from the environment the operator set."""
-    app = _load(args.manifest)
-    topology = manifest.build_topology(app)
-    bootstrap = os.environ.get("STREAMAPP_BOOTSTRAP") or _bootstrap(app, None)
+    from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
+
+    loaded = _load(args.manifest)
+    bootstrap = os.environ.get("STREAMAPP_BOOTSTRAP") or _bootstrap(loaded, None)
     if not bootstrap:
         raise errors.StreamAppError(f"{args.manifest}: spec.kafka.bootstrapServers is required in a cluster")
-    checkpoint = os.environ.get("STREAMAPP_CHECKPOINT") or app.spec.checkpoint_location
+    checkpoint = os.environ.get("STREAMAPP_CHECKPOINT") or loaded.spec.checkpoint_location
     if not checkpoint:
         raise errors.StreamAppError(f"{args.manifest}: spec.checkpointLocation is required in a cluster")
-    return _run_query(
-        app,
-        topology,
-        bootstrap=bootstrap,
-        checkpoint=checkpoint,
-        master=os.environ.get("STREAMAPP_SPARK_MASTER"),
-        until_idle=None,
-        starting=starting_position(os.environ),
+    starting = starting_position(os.environ)
+    config = streamapp_app.StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=checkpoint,
+        master=os.environ.get("STREAMAPP_SPARK_MASTER") or None,
         driver_memory=os.environ.get("STREAMAPP_DRIVER_MEMORY") or None,
-        credentials=security.from_env(app.spec.kafka),
+        starting_offsets=starting.get("startingOffsets"),
+        starting_timestamp=int(starting["startingTimestamp"]) if "startingTimestamp" in starting else None,
+        credentials=security.from_env(loaded.spec.kafka),
+        progress_group=os.environ.get("STREAMAPP_PROGRESS_GROUP") or None,
+        namespace=os.environ.get("STREAMAPP_NAMESPACE") or None,
     )
+    return _execute(streamapp_app.StreamApp(loaded, config))
 
 
 def starting_position(env: Mapping[str, str]) -> dict[str, str]:

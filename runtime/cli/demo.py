@@ -1,14 +1,14 @@
 """``make demo``: seed 000's word count on a real Kafka broker and a real Spark streaming query.
 
 Everything runs on this machine: the embedded KRaft broker and a local[2] Spark session. The
-topology is the manifest shipped beside this module (``examples/wordcount.yaml``); sample text is
-fed in waves and the counts table, read back from the output topic, is shown as it updates.
+topology is the manifest shipped beside this module (``examples/wordcount.yaml``), run by the
+public :class:`streamapp.runtime.StreamApp`; sample text is fed in waves and the counts table, read
+back from the output topic, is shown as it updates.
 """
 
 from __future__ import annotations
 
 import pathlib
-import tempfile
 import time
 
 from streamapp.runtime import manifest
@@ -36,12 +36,14 @@ def _table(counts: dict[str, int]) -> str:
 
 
 def run(*, lines: int = 0) -> int:
-    app = manifest.load_manifest(EXAMPLE)
-    topology = manifest.build_topology(app)
+    from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
+
+    loaded = manifest.load_manifest(EXAMPLE)
+    topology = manifest.build_topology(loaded)
     source, sink = topology.source_topics()[0], topology.sink_topics()[0]
     print(f"StreamApp demo: seed 000's word count ({EXAMPLE.name}) on Kafka and Spark\n", flush=True)
     total = 4
-    with broker.EmbeddedKafka() as kafka, tempfile.TemporaryDirectory(prefix="streamapp-demo-") as tmp:
+    with broker.EmbeddedKafka() as kafka:
         _step(
             1,
             total,
@@ -50,26 +52,20 @@ def run(*, lines: int = 0) -> int:
         )
         admin.create_topics(kafka.bootstrap, {source: 2, sink: 2})
 
-        _step(2, total, "starting Spark (local[2]); the first start takes about 10 s …")
+        _step(2, total, "starting Spark (local[2]) and the query; the first start takes about 10 s …")
         started = time.monotonic()
-        from streamapp.runtime.spark import compiler, kafka_io, runner, session  # noqa: PLC0415 - slow import
-
-        spark = session.build_session(app_name="streamapp-demo")
-        print(f"      Spark {spark.version} ready in {time.monotonic() - started:.1f} s", flush=True)
+        app = streamapp_app.StreamApp(
+            loaded,
+            streamapp_app.StreamsConfig(bootstrap_servers=kafka.bootstrap, application_id="demo-wordcount"),
+        )
+        app.start()
         try:
-            compiled = compiler.compile_topology(
-                topology, read=lambda t: kafka_io.read_stream(spark, bootstrap=kafka.bootstrap, topics=t)
+            _step(
+                3,
+                total,
+                f"streaming query running after {time.monotonic() - started:.1f} s: "
+                f"{source} → word count → {sink}",
             )
-            query = runner.start_kafka(
-                compiled.plan,
-                bootstrap=kafka.bootstrap,
-                checkpoint=f"{tmp}/checkpoint",
-                trigger=compiled.trigger,
-                query_name="demo-wordcount",
-                output_mode=compiled.output_mode,
-                prints=compiled.prints,
-            )
-            _step(3, total, f"streaming query running: {source} → word count → {sink}")
             print(topology.describe(), flush=True)
             _step(4, total, f"feeding {len(WAVES)} waves of text; the counts table as it updates:")
             counts: dict[str, int] = {}
@@ -79,7 +75,7 @@ def run(*, lines: int = 0) -> int:
                 )
                 expected = sum(1 for t in (x for w in WAVES[:wave] for x in w) for _ in t.split())
                 deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
+                while time.monotonic() < deadline and app.state is streamapp_app.State.RUNNING:
                     for record in admin.consume(kafka.bootstrap, sink, idle=0.5, timeout=5):
                         counts[(record.key or b"").decode()] = int.from_bytes(record.value or b"", "big")
                     if sum(counts.values()) >= expected:
@@ -93,8 +89,14 @@ def run(*, lines: int = 0) -> int:
             print(
                 "\nEvery count went through a real Kafka broker and a stateful Spark query (RocksDB state)."
             )
-            query.processAllAvailable()
-            query.stop()
         finally:
-            spark.stop()
+            app.stop()
+        progress = app.progress
+        print(
+            f"   {progress.batches} micro-batches; read {sum(progress.records_read.values())} lines, "
+            f"wrote {sum(progress.records_written.values())} count updates",
+            flush=True,
+        )
+    if app.state is streamapp_app.State.ERROR:
+        raise app.error or RuntimeError("the demo's query failed")
     return 0

@@ -15,10 +15,31 @@ def test_exported_names_are_pinned_and_sorted() -> None:
         "Problem",
         "Serde",
         "Serdes",
+        "StreamApp",
         "StreamAppError",
         "StreamsBuilder",
+        "StreamsConfig",
         "Topology",
         "TopologyError",
     ]
     for name in runtime.__all__:
         assert getattr(runtime, name) is not None
+
+
+def test_importing_the_runtime_and_making_an_app_never_imports_pyspark() -> None:
+    """The operator and `streamapp validate` import the runtime: Spark must not come with it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig\n"
+        "from streamapp.runtime.app import State\n"
+        "b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())\n"
+        "b.stream('a').to('b')\n"
+        "app = StreamApp(b.build(), StreamsConfig(bootstrap_servers='127.0.0.1:9'))\n"
+        "assert app.state is State.CREATED\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
+        "assert 'streamapp.runtime.spark' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -113,4 +113,4 @@ def test_the_driver_starts_a_new_checkpoint_where_a_reset_says(
         assert {(r.key, r.value) for r in out} == {(b"new", b"AFTER THE RESET")}  # never the old one
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]

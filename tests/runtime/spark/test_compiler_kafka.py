@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from streamapp.runtime import Function, Serdes, StreamsBuilder
+from streamapp.runtime import Function, Serdes, StreamApp, StreamsBuilder, StreamsConfig
+from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
 
 if TYPE_CHECKING:
@@ -60,19 +61,14 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 
 def run(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> None:
-    from streamapp.runtime.spark import compiler, kafka_io, runner
-
-    compiled = compiler.compile_topology(
-        topology, read=lambda topics: kafka_io.read_stream(spark, bootstrap=bootstrap, topics=topics)
+    app = StreamApp(
+        topology,
+        StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True),
+        spark=spark,
     )
-    query = runner.start_kafka(
-        compiled.plan,
-        bootstrap=bootstrap,
-        checkpoint=str(checkpoint),
-        trigger=runner.Trigger("available-now"),
-    )
-    query.awaitTermination(180)
-    assert query.exception() is None
+    app.start()
+    assert app.await_termination(180)
+    assert app.state is State.NOT_RUNNING, app.error
 
 
 def read(bootstrap: str, topic: str, n: int) -> list[admin.Record]:
@@ -215,23 +211,21 @@ def test_long_serde_round_trip_through_kafka(
 def test_latency_low_runs_stateless_plans_on_the_real_time_trigger(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
 ) -> None:
-    from streamapp.runtime.spark import compiler, kafka_io, runner
-
     src, dst = new_topic(1), new_topic(1)
     builder = StreamsBuilder(
         default_key_serde=Serdes.String(), default_value_serde=Serdes.String(), latency="low"
     )
     builder.stream(src).filter("value != 'skip'").map_values("upper(value)").to(dst)
     topology = builder.build()
-    compiled = compiler.compile_topology(
-        topology, read=lambda topics: kafka_io.read_stream(spark, bootstrap=kafka_bootstrap, topics=topics)
-    )
-    assert compiled.trigger.kind == "real-time"
     assert "Execution: real-time trigger" in topology.describe()
-    query = runner.start_kafka(
-        compiled.plan, bootstrap=kafka_bootstrap, checkpoint=str(tmp_path), trigger=compiled.trigger
+    app = StreamApp(
+        topology,
+        StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path)),
+        spark=spark,
     )
+    app.start()
     try:
+        assert app.trigger == "real-time"
         admin.produce(
             kafka_bootstrap,
             src,
@@ -240,4 +234,5 @@ def test_latency_low_runs_stateless_plans_on_the_real_time_trigger(
         out = read(kafka_bootstrap, dst, 2)
         assert sorted((r.key, r.value) for r in out) == [(b"a", b"FAST"), (b"c", b"LANE")]
     finally:
-        query.stop()
+        assert app.stop(timeout=120)
+    assert app.state is State.NOT_RUNNING, app.error

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from streamapp.runtime import Serdes, StreamsBuilder
+from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
+from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin, security
 from streamapp.runtime.testing.fixtures import SecureKafka
 
@@ -36,6 +37,7 @@ EXPECTED = [
 def _start(
     spark: SparkSession, bootstrap: str, credentials: security.Credentials, source: str, sink: str, ckpt: str
 ) -> StreamingQuery:
+    """The Spark layer alone (no StreamApp): a query whose credentials are wrong fails in Spark."""
     from streamapp.runtime.spark import compiler, kafka_io, runner
 
     builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
@@ -72,9 +74,20 @@ def test_spark_reads_and_writes_through_the_secure_listener(
     else:
         bootstrap, credentials = secure_kafka.mtls_bootstrap, secure_kafka.mutual_tls()
     source, sink = _topics(bootstrap, credentials, listener.replace("_", "-"))
-    query = _start(spark, bootstrap, credentials, source, sink, str(tmp_path / "ckpt"))
-    query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
+    builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    builder.stream(source).filter("length(value) > 2").map_values("upper(value)").to(sink)
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(tmp_path / "ckpt"),
+        credentials=credentials,
+        drain=True,
+    )
+    app = StreamApp(builder.build(), config, spark=spark)
+    app.start()
+    assert app.await_termination(180)
+    assert app.state is State.NOT_RUNNING, app.error
+    assert app.progress.records_read == {source: 3}
+    assert app.progress.records_written == {sink: 2}
     out = admin.consume(bootstrap, sink, expected=2, client_config=credentials.librdkafka())
     assert sorted((r.key, r.value, r.timestamp, r.headers) for r in out) == EXPECTED
     # Nothing more arrives: exactly the two records.

@@ -11,7 +11,8 @@ import pathlib
 import sys
 from typing import TYPE_CHECKING
 
-from streamapp.runtime import manifest
+from streamapp.runtime import StreamApp, StreamsConfig, manifest
+from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
 
 if TYPE_CHECKING:
@@ -76,24 +77,22 @@ def _run(
     *,
     max_offsets: int | None = None,
 ) -> dict[str, int]:
-    from streamapp.runtime.spark import compiler, kafka_io, runner
-
-    compiled = compiler.compile_topology(
+    """Drain the input through the topology; returns the late count per windowed node."""
+    app = StreamApp(
         topology,
-        read=lambda topics: kafka_io.read_stream(
-            spark, bootstrap=bootstrap, topics=topics, max_offsets_per_trigger=max_offsets
+        StreamsConfig(
+            bootstrap_servers=bootstrap,
+            checkpoint_location=str(checkpoint),
+            max_offsets_per_trigger=max_offsets,
+            drain=True,
         ),
+        spark=spark,
     )
-    query = runner.start_kafka(
-        compiled.plan,
-        bootstrap=bootstrap,
-        checkpoint=str(checkpoint),
-        trigger=runner.Trigger("available-now"),
-        output_mode=compiled.output_mode,
-    )
-    query.awaitTermination(300)
-    assert query.exception() is None, query.exception()
-    return {name: counter.value for name, counter in compiled.late.items()}
+    app.start()
+    assert app.await_termination(300)
+    assert app.state is State.NOT_RUNNING, app.error
+    assert app.progress.late == sum(app.progress.late_by_node.values())
+    return dict(app.progress.late_by_node)
 
 
 def _decode(records: list[admin.Record]) -> list[tuple[str, int | None, int]]:

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from streamapp.runtime import Serdes, StreamsBuilder, manifest
+from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig, manifest
+from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
 
 if TYPE_CHECKING:
@@ -60,8 +61,6 @@ def test_word_count_of_100k_lines_equals_a_python_reference(
     tmp_path: pathlib.Path,
     streamapp_report: Callable[[str], None],
 ) -> None:
-    from streamapp.runtime.spark import compiler, kafka_io, runner
-
     source, sink = new_topic(4), new_topic(4)
     lines = _lines()
     admin.produce(
@@ -78,23 +77,25 @@ def test_word_count_of_100k_lines_equals_a_python_reference(
         {t: source for t in topology.source_topics()} | {t: sink for t in topology.sink_topics()}
     )
     started = time.monotonic()
-    compiled = compiler.compile_topology(
+    app = StreamApp(
         topology,
-        read=lambda t: kafka_io.read_stream(
-            spark, bootstrap=kafka_bootstrap, topics=t, max_offsets_per_trigger=40_000
+        StreamsConfig(
+            bootstrap_servers=kafka_bootstrap,
+            checkpoint_location=str(tmp_path),
+            max_offsets_per_trigger=40_000,
+            drain=True,
         ),
+        spark=spark,
     )
-    query = runner.start_kafka(
-        compiled.plan,
-        bootstrap=kafka_bootstrap,
-        checkpoint=str(tmp_path),
-        trigger=runner.Trigger("available-now"),
-        output_mode=compiled.output_mode,
-    )
-    query.awaitTermination(300)
-    assert query.exception() is None
+    app.start()
+    assert app.await_termination(300)
+    assert app.state is State.NOT_RUNNING, app.error
+    assert app.progress.records_read == {source: LINES}
+    assert app.progress.batches >= LINES // 40_000
     latest: dict[str, tuple[int, int]] = {}
-    for record in admin.consume(kafka_bootstrap, sink, idle=3.0, timeout=120):
+    out = admin.consume(kafka_bootstrap, sink, idle=3.0, timeout=120)
+    assert app.progress.records_written == {sink: len(out)}  # every update counted, exactly
+    for record in out:
         word = (record.key or b"").decode()
         count = int.from_bytes(record.value or b"", "big", signed=True)
         # Per key, updates arrive in order on one partition: the last one is the table's value.

@@ -1,0 +1,211 @@
+"""The Spark half of :class:`streamapp.runtime.StreamApp`: session, checkpoint, plan, one query.
+
+:mod:`streamapp.runtime.app` holds the public object (state, progress, stop, listeners) and
+imports this module only when an app starts, so ``import streamapp.runtime`` never imports
+pyspark. Everything that wires a topology to Kafka on Spark is here, once: the session
+(:func:`session.build_session`), the checkpoint's state partitions (:mod:`.checkpoints`), the
+compiled plan reading Kafka (:mod:`.compiler`, :mod:`.kafka_io`) and the query writing it
+(:mod:`.runner`).
+
+Counting records per topic: each source frame and the sink rows carry a Spark observation
+(``Dataset.observe``) — one ``count_if(topic = …)`` per topic — so every micro-batch's progress
+reports exactly how many records it read from and wrote to each topic, computed in the same
+pass that processes them (no second read, nothing collected to the driver).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark import SparkContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from streamapp.runtime.kafka import security
+from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session
+
+if TYPE_CHECKING:
+    from streamapp.runtime.topology.graph import Topology
+
+__all__ = ["READ_PREFIX", "WRITTEN", "Execution", "counted_topics", "start"]
+
+#: Observation names in a progress's ``observedMetrics``: one per source frame, one for the sink.
+READ_PREFIX = "streamapp_read_"
+WRITTEN = "streamapp_written"
+
+
+@dataclasses.dataclass
+class Execution:
+    """A started query and what is needed to read its counters and stop it."""
+
+    spark: SparkSession
+    query: StreamingQuery
+    trigger: runner.Trigger
+    state_partitions: int | None  # None for a stateless topology
+    #: windowed aggregation node → Spark accumulator of late (beyond grace) contributions
+    late: Mapping[str, Any]
+    #: observation name → the topics its columns count, in column order (``t0``, ``t1``, …)
+    observed: Mapping[str, Sequence[str]]
+    owns_session: bool  # the session was created for this app: stop it with the app
+    listeners: list[Any] = dataclasses.field(default_factory=list)
+
+    def late_by_node(self) -> dict[str, int]:
+        return {node: int(counter.value) for node, counter in self.late.items()}
+
+    def late_total(self) -> int:
+        return sum(self.late_by_node().values())
+
+    def stop_query(self) -> None:
+        """Stop the streaming query (called only by :meth:`StreamApp.stop`)."""
+        self.query.stop()
+
+    def release(self) -> None:
+        """Detach the listeners; stop the session when this app created it."""
+        for listener in self.listeners:
+            # The session may already be gone: then there is nothing to release.
+            with contextlib.suppress(Exception):
+                self.spark.streams.removeListener(listener)
+        if self.owns_session:
+            self.spark.stop()
+
+
+def _observe(
+    frame: DataFrame, name: str, topics: Sequence[str], observed: dict[str, Sequence[str]]
+) -> DataFrame:
+    if not topics:
+        return frame
+    observed[name] = list(topics)
+    columns = [F.count_if(F.col("topic") == F.lit(t)).alias(f"t{i}") for i, t in enumerate(topics)]
+    return frame.observe(name, *columns)
+
+
+def counted_topics(
+    metrics: Mapping[str, Any], observed: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, int]]:
+    """``{"read": {topic: n}, "written": {topic: n}}`` from one progress's ``observedMetrics``."""
+    counts: dict[str, dict[str, int]] = {"read": {}, "written": {}}
+    for name, topics in observed.items():
+        row = metrics.get(name)
+        if not row:
+            continue
+        side = counts["written" if name == WRITTEN else "read"]
+        for i, topic in enumerate(topics):
+            # The progress's JSON gives the observed Row as a list of values; a Row object (or a
+            # dict) by column name.
+            if isinstance(row, (list, tuple)):
+                value = row[i] if i < len(row) else None
+            else:
+                value = row.get(f"t{i}") if isinstance(row, Mapping) else None
+            if value:
+                side[topic] = side.get(topic, 0) + int(value)
+    return counts
+
+
+def start(
+    topology: Topology,
+    *,
+    name: str,
+    bootstrap: str,
+    checkpoint: str,
+    master: str | None,
+    spark: SparkSession | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    driver_memory: str | None = None,
+    state_partitions: int | None = None,
+    starting: Mapping[str, str] | None = None,
+    max_offsets_per_trigger: int | None = None,
+    trigger: str | None = None,
+    credentials: security.Credentials = security.PLAINTEXT,
+    input_partitions: Mapping[str, int] | None = None,
+    listeners: Sequence[Any] = (),
+    count: bool = True,
+) -> Execution:
+    """Build (or reuse) the session, fix the state partitions, compile and start the query.
+
+    ``starting`` holds the Kafka source's start options (``startingOffsets`` or
+    ``startingTimestamp``); Spark applies them only when the checkpoint is new. ``trigger``
+    overrides the topology's (``available-now``: drain the input there is, then stop).
+    """
+    owns = spark is None and SparkContext._active_spark_context is None
+    if spark is None:
+        spark = session.build_session(
+            app_name=name,
+            master=master,
+            conf=dict(spark_conf or {}),
+            driver_memory=driver_memory or session.DEFAULT_DRIVER_MEMORY,
+        )
+    elif spark_conf:
+        for key, value in spark_conf.items():
+            spark.conf.set(key, value)
+    partitions: int | None = None
+    try:
+        partitions = checkpoints.state_partitions(
+            spark,
+            checkpoint,
+            requested=state_partitions,
+            default=max((input_partitions or {}).values(), default=1),
+        )
+        start_options = dict(starting or {})
+        observed: dict[str, Sequence[str]] = {}
+        # The real-time trigger accepts no observations (it never ends a batch to report them).
+        counting = count and topology.trigger()[0] != "real-time" and trigger != "real-time"
+        reads = 0
+        counted: set[str] = set()
+
+        def read(topics: Sequence[str]) -> DataFrame:
+            nonlocal reads
+            frame = kafka_io.read_stream(
+                spark,
+                bootstrap=bootstrap,
+                topics=topics,
+                starting_offsets=start_options.get("startingOffsets", "earliest"),
+                max_offsets_per_trigger=max_offsets_per_trigger,
+                options={k: v for k, v in start_options.items() if k != "startingOffsets"},
+                client_config=credentials.java(),
+            )
+            # A topic two source nodes read is read twice by Spark; count its records once.
+            new = [t for t in topics if t not in counted]
+            if counting and new:
+                frame = _observe(frame, f"{READ_PREFIX}{reads}", new, observed)
+                counted.update(new)
+                reads += 1
+            return frame
+
+        compiled = compiler.compile_topology(topology, read=read)
+        chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
+        plan = compiled.plan
+        if counting:
+            plan = _observe(plan, WRITTEN, topology.sink_topics(), observed)
+        for listener in listeners:
+            spark.streams.addListener(listener)
+        query = runner.start_kafka(
+            plan,
+            bootstrap=bootstrap,
+            checkpoint=checkpoint,
+            trigger=chosen,
+            query_name=name,
+            output_mode=compiled.output_mode,
+            prints=compiled.prints,
+            producer_config=credentials.java(),
+        )
+    except BaseException:
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # it may not have been added yet
+                spark.streams.removeListener(listener)
+        if owns:
+            spark.stop()
+        raise
+    return Execution(
+        spark=spark,
+        query=query,
+        trigger=chosen,
+        state_partitions=partitions if topology.stateful() else None,
+        late=compiled.late,
+        observed=observed,
+        owns_session=owns,
+        listeners=list(listeners),
+    )

@@ -1,0 +1,15 @@
+"""How a micro-batch's observed metrics become records read and written per topic (no Spark run)."""
+
+from __future__ import annotations
+
+from streamapp.runtime.spark import execution
+
+
+def test_observed_counts_are_read_per_topic_in_either_form_spark_reports() -> None:
+    observed = {"streamapp_read_0": ["a", "b"], "streamapp_read_1": ["c"], execution.WRITTEN: ["out"]}
+    # The progress's JSON: each observation a list of values, in column order.
+    as_json = {"streamapp_read_0": [2, 0], "streamapp_read_1": [5], execution.WRITTEN: [7]}
+    assert execution.counted_topics(as_json, observed) == {"read": {"a": 2, "c": 5}, "written": {"out": 7}}
+    # A Row-like mapping by column name; a batch without the observation counts nothing.
+    as_rows = {"streamapp_read_0": {"t0": 1, "t1": 3}}
+    assert execution.counted_topics(as_rows, observed) == {"read": {"a": 1, "b": 3}, "written": {}}
