@@ -9,6 +9,7 @@ in-cluster entrypoint the operator's driver Pod runs. Both connect with the cred
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import signal
@@ -131,7 +132,15 @@ def _run_query(
     ``startingTimestamp``); Spark applies them only when the checkpoint is new.
     """
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
-    from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
+    from streamapp.runtime.spark import (  # noqa: PLC0415
+        checkpoints,
+        compiler,
+        kafka_io,
+        runner,
+        session,
+        sink,
+        stopping,
+    )
 
     inputs = admin.partition_counts(
         bootstrap, topology.source_topics(), client_config=credentials.librdkafka()
@@ -157,8 +166,13 @@ def _run_query(
             client_config=credentials.java(),
         ),
     )
+    exactly_once = None
+    if app.spec.processing_guarantee == "exactly_once_v2":
+        fingerprint = hashlib.sha256(topology.describe().encode()).hexdigest()[:16]
+        exactly_once = sink.ExactlyOnce.for_query(app.metadata.name, checkpoint, fingerprint)
     query = runner.start_kafka(
         compiled.plan,
+        exactly_once=exactly_once,
         bootstrap=bootstrap,
         checkpoint=checkpoint,
         trigger=compiled.trigger,
@@ -169,7 +183,8 @@ def _run_query(
     )
     print(
         f"running {app.metadata.name!r}: {', '.join(topology.source_topics())} → "
-        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, checkpoint {checkpoint}"
+        f"{', '.join(topology.sink_topics())} ({compiled.trigger.kind} trigger, "
+        f"{app.spec.processing_guarantee}, checkpoint {checkpoint}"
         + (f", {state_partitions} state partitions)" if topology.stateful() else ")"),
         flush=True,
     )
@@ -179,9 +194,13 @@ def _run_query(
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stop
+        if stop and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: do not wait for the batch
         stop = True
 
+    # SIGTERM (the driver Pod's stop) and Ctrl-C end the query at a micro-batch boundary.
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         idle_since: float | None = None  # counts only once a first batch completed
         last_batch = -1
@@ -217,11 +236,16 @@ def _run_query(
     reporter.min_interval = 0
     _report(reporter, None)  # the last batch, if the throttle held it back
     reporter.close()
-    if query.exception() is not None:
+    if not query.isActive and query.exception() is not None:
         print(f"{app.metadata.name}: query failed: {query.exception()}", file=sys.stderr)
         spark.stop()
         return 1
-    query.stop()
+    report = stopping.graceful_stop(query)
+    print(
+        f"{app.metadata.name}: stopped ({report.how}) after batch {report.last_batch} "
+        f"in {report.seconds:.1f} s",
+        flush=True,
+    )
     spark.stop()
     return 0
 
