@@ -76,6 +76,9 @@ class StreamsConfig:
     - ``max_offsets_per_trigger``: bound a micro-batch's input.
     - ``drain``: process what the input topics hold, then stop (Spark's available-now trigger).
     - ``stop_when_idle``: stop after this many seconds without input, once a batch has run.
+    - ``processing_guarantee``: ``at_least_once`` or ``exactly_once_v2`` (default
+      ``spec.processingGuarantee``, else ``at_least_once``): with ``exactly_once_v2`` each micro-batch
+      is written in Kafka transactions, once, however often it is replayed (read it ``read_committed``).
     - ``credentials``: how to connect (default: the material ``spec.kafka.tls``/``sasl`` names,
       from the ``STREAMAPP_KAFKA_*`` variables).
     - ``progress_group``: the consumer group progress is committed to (default
@@ -95,6 +98,7 @@ class StreamsConfig:
     max_offsets_per_trigger: int | None = None
     drain: bool = False
     stop_when_idle: float | None = None
+    processing_guarantee: str | None = None
     credentials: security.Credentials | None = None
     progress_group: str | None = None
 
@@ -111,6 +115,11 @@ class StreamsConfig:
                 raise errors.StreamAppError(f"{name} must be at least 1, not {value}")
         if self.stop_when_idle is not None and self.stop_when_idle <= 0:
             raise errors.StreamAppError(f"stop_when_idle must be positive, not {self.stop_when_idle}")
+        if self.processing_guarantee not in (None, "at_least_once", "exactly_once_v2"):
+            raise errors.StreamAppError(
+                "processing_guarantee must be at_least_once or exactly_once_v2, "
+                f"not {self.processing_guarantee!r}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +180,11 @@ class StreamApp:
         )
         #: the checkpoint is a fresh temporary folder, removed when the app stops
         self.fresh_checkpoint = self.checkpoint_location is None
+        self.processing_guarantee: str = self.config.processing_guarantee or (
+            spec.processing_guarantee if spec is not None else "at_least_once"
+        )
+        #: how :meth:`stop` ended the query (between batches, or a batch interrupted), once stopped
+        self.stop_report: Any = None
         self._state = State.CREATED
         self._lock = threading.Lock()
         self._terminated = threading.Event()
@@ -293,6 +307,7 @@ class StreamApp:
             max_offsets_per_trigger=self.config.max_offsets_per_trigger,
             trigger="available-now" if self.config.drain else None,
             credentials=credentials,
+            processing_guarantee=self.processing_guarantee,
             input_partitions=inputs,
             listeners=self._listeners,
         )
@@ -328,7 +343,8 @@ class StreamApp:
         if running and self._execution is not None:
             _log.info("stopping %s", self.application_id)
             try:
-                self._execution.stop_query()
+                self.stop_report = self._execution.stop_query()
+                _log.info("stopped %s: %s", self.application_id, self.stop_report)
             finally:
                 self._query_stopped.set()  # the monitor may now release the session
         if threading.current_thread() is self._monitor:
@@ -443,7 +459,7 @@ class StreamApp:
             self._query_stopped.wait()
         failure = None
         try:
-            failure = run.query.exception()
+            failure = run.failure()
         except Exception as exc:  # noqa: BLE001 - the session is already gone
             failure = exc
         self._progress = dataclasses.replace(

@@ -179,7 +179,7 @@ def _execute(app: Any) -> int:
         print(
             f"running {name!r}: {', '.join(topology.source_topics())} → "
             f"{', '.join(topology.sink_topics())} ({app.trigger} trigger, "
-            f"checkpoint {app.checkpoint_location}"
+            f"{app.processing_guarantee}, checkpoint {app.checkpoint_location}"
             + (f", {partitions} state partitions)" if partitions is not None else ")"),
             flush=True,
         )
@@ -189,9 +189,15 @@ def _execute(app: Any) -> int:
                     break
         except KeyboardInterrupt:
             pass
-        app.stop()
+        app.stop()  # at a micro-batch boundary; a second Ctrl-C interrupts the batch
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if app.stop_report is not None:
+        report = app.stop_report
+        print(
+            f"{name}: stopped ({report.how}) after batch {report.last_batch} in {report.seconds:.1f} s",
+            flush=True,
+        )
     print(_summary(app), flush=True)
     if app.state is streamapp_app.State.ERROR:
         raise QueryFailed(name, app.error)

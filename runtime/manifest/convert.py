@@ -116,12 +116,13 @@ def _parse(text: str) -> tuple[models.StreamApp | None, list[errors.Problem]]:
 
 def _spec_problems(app: models.StreamApp) -> list[errors.Problem]:
     """What the schema allows but this version cannot do: refused by name, never run as something else."""
-    if app.spec.processing_guarantee == "exactly_once_v2":
+    if app.spec.processing_guarantee == "exactly_once_v2" and app.spec.topology.latency == "low":
         return [
             errors.Problem(
                 "spec.processingGuarantee",
-                "exactly_once_v2 is not implemented yet: the Kafka sink is at-least-once (an idempotent "
-                "producer; a micro-batch replayed after a failure is written again); use at_least_once",
+                "exactly_once_v2 cannot be combined with topology.latency: low: the real-time trigger "
+                "writes only through Spark's own Kafka sink, which is not transactional (a replay after "
+                "a failure writes again); use latency: default for exactly-once, or at_least_once",
             )
         ]
     return []

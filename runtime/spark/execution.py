@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamapp.runtime.kafka import security
-from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session
+from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session, sink, stopping
 
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
@@ -59,9 +60,16 @@ class Execution:
     def late_total(self) -> int:
         return sum(self.late_by_node().values())
 
-    def stop_query(self) -> None:
-        """Stop the streaming query (called only by :meth:`StreamApp.stop`)."""
-        self.query.stop()
+    def stop_query(self) -> stopping.StopReport:
+        """Stop the streaming query at a micro-batch boundary (called only by :meth:`StreamApp.stop`)."""
+        return stopping.graceful_stop(self.query)
+
+    def failure(self) -> BaseException | None:
+        """The query's error, if it failed; a batch parked by a clean stop is not one."""
+        if stopping.stopped_at_boundary(self.query):
+            return None
+        error: BaseException | None = self.query.exception()
+        return error
 
     def release(self) -> None:
         """Detach the listeners; stop the session when this app created it."""
@@ -120,6 +128,7 @@ def start(
     max_offsets_per_trigger: int | None = None,
     trigger: str | None = None,
     credentials: security.Credentials = security.PLAINTEXT,
+    processing_guarantee: str = "at_least_once",
     input_partitions: Mapping[str, int] | None = None,
     listeners: Sequence[Any] = (),
     count: bool = True,
@@ -180,10 +189,19 @@ def start(
         plan = compiled.plan
         if counting:
             plan = _observe(plan, WRITTEN, topology.sink_topics(), observed)
+        exactly_once = None
+        if processing_guarantee == "exactly_once_v2":
+            fingerprint = hashlib.sha256(topology.describe().encode()).hexdigest()[:16]
+            exactly_once = sink.ExactlyOnce.for_query(name, checkpoint, fingerprint)
+        elif processing_guarantee != "at_least_once":
+            raise ValueError(
+                f"processingGuarantee {processing_guarantee!r}: at_least_once or exactly_once_v2"
+            )
         for listener in listeners:
             spark.streams.addListener(listener)
         query = runner.start_kafka(
             plan,
+            exactly_once=exactly_once,
             bootstrap=bootstrap,
             checkpoint=checkpoint,
             trigger=chosen,

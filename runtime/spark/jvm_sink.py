@@ -1,8 +1,9 @@
 """The JVM half of StreamApp's Kafka sink: build the writer's jar once, call it per micro-batch.
 
 ``jvm/io/streamapp/spark/KafkaRecordWriter.java`` writes a batch's rows with explicit timestamps
-from the executors' JVMs — no rows cross into Python, so the sink costs what Spark's own Kafka
-sink costs. The source ships in the package; :func:`jar` compiles it with the JDK's ``javac``
+from the executors' JVMs (``TransactionalRecordWriter.java`` does it exactly once) — no rows
+cross into Python, so the sink costs what Spark's own Kafka sink costs. The sources ship in the
+package; :func:`jar` compiles them with the JDK's ``javac``
 against the installed pyspark's jars and the Kafka client the connector brought, and caches the
 jar under ``$STREAMAPP_CACHE/jvm`` keyed by a hash of the source and those versions (the runtime
 image builds it at image build time, so drivers never compile).
@@ -25,10 +26,12 @@ from streamapp.runtime.embedded import artifacts
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["CLASS", "SOURCE", "jar", "write"]
+__all__ = ["CLASS", "SOURCE", "SOURCES", "TRANSACTIONAL_CLASS", "jar", "write", "write_transactional"]
 
 SOURCE = pathlib.Path(__file__).with_name("jvm") / "io" / "streamapp" / "spark" / "KafkaRecordWriter.java"
+SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 CLASS = "io.streamapp.spark.KafkaRecordWriter"
+TRANSACTIONAL_CLASS = "io.streamapp.spark.TransactionalRecordWriter"
 
 
 def _tool(name: str) -> str:
@@ -52,7 +55,9 @@ def _classpath() -> list[pathlib.Path]:
 def jar() -> pathlib.Path:
     """The writer's jar, compiled on first use and cached."""
     classpath = _classpath()
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
     digest.update(artifacts.spark_version().encode())
     digest.update(" ".join(p.name for p in classpath).encode())
     target = artifacts.cache_dir() / "jvm" / f"streamapp-sink-{digest.hexdigest()[:16]}.jar"
@@ -62,7 +67,17 @@ def jar() -> pathlib.Path:
     with tempfile.TemporaryDirectory(prefix="streamapp-jvm-") as tmp:
         classes = pathlib.Path(tmp) / "classes"
         cp = os.pathsep.join(str(p) for p in classpath)
-        javac = [_tool("javac"), "--release", "17", "-nowarn", "-cp", cp, "-d", str(classes), str(SOURCE)]
+        javac = [
+            _tool("javac"),
+            "--release",
+            "17",
+            "-nowarn",
+            "-cp",
+            cp,
+            "-d",
+            str(classes),
+            *map(str, SOURCES),
+        ]
         built = subprocess.run(javac, capture_output=True, text=True, check=False)
         if built.returncode != 0:
             raise RuntimeError(f"compiling StreamApp's Kafka sink failed:\n{built.stderr.strip()}")
@@ -81,3 +96,27 @@ def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:
         config.put(key, value)
     writer = functools.reduce(getattr, CLASS.split("."), jvm)
     writer.write(batch._jdf, config)
+
+
+def write_transactional(
+    batch: DataFrame,
+    producer_config: Mapping[str, str],
+    *,
+    transactional_prefix: str,
+    marker_topic: str,
+    marker_group: str,
+    batch_id: int,
+    metadata: str,
+) -> list[tuple[int, int, bool]]:
+    """Write ``batch`` exactly once as micro-batch ``batch_id`` (see TransactionalRecordWriter);
+    returns ``(partition, records written, skipped as already committed)`` per task with rows."""
+    jvm = batch.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    config = jvm.java.util.HashMap()
+    for key, value in producer_config.items():
+        config.put(key, value)
+    writer = functools.reduce(getattr, TRANSACTIONAL_CLASS.split("."), jvm)
+    outcomes = writer.write(
+        batch._jdf, config, transactional_prefix, marker_topic, marker_group, batch_id, metadata
+    )
+    return [(int(o[0]), int(o[1]), bool(o[2])) for o in outcomes]

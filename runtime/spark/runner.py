@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamapp.runtime.spark import kafka_io, sink
+from streamapp.runtime.spark import kafka_io, sink, stopping
 
 __all__ = ["Collector", "Trigger", "start_collecting", "start_kafka"]
 
@@ -54,13 +54,24 @@ def start_kafka(
     producer_config: Mapping[str, str] | None = None,
     output_mode: str = "append",
     prints: bool = False,
+    exactly_once: sink.ExactlyOnce | None = None,
 ) -> StreamingQuery:
     """Write the plan's rows (see :data:`sink.SINK_COLUMNS`) to Kafka.
 
     ``producer_config`` is Java client configuration (the connection's security among it), for the
-    JVM sink's producers or, with the real-time trigger, Spark's own sink.
+    JVM sink's producers or, with the real-time trigger, Spark's own sink. ``exactly_once`` makes
+    the JVM sink transactional (refused with the real-time trigger: Spark's own sink is not).
+
+    A micro-batch query's sink sits behind a :class:`stopping.Gate`, so that
+    :func:`stopping.graceful_stop` can stop it between batches.
     """
+    gate = None
     if trigger.kind == "real-time":
+        if exactly_once is not None:
+            raise ValueError(
+                "exactly_once_v2 with the real-time trigger (latency: low): Spark's own Kafka sink, the "
+                "only one real-time mode accepts, is not transactional"
+            )
         # Real-time mode refuses append; for a stateless plan update emits the same rows.
         output_mode = "update"
         # Real-time mode accepts only Spark's own Kafka sink: records get the write time.
@@ -72,11 +83,15 @@ def start_kafka(
         for key, value in kafka_io.client_options(producer_config).items():
             writer = writer.option(key, value)
     else:
-        writer = plan.writeStream.foreachBatch(
+        gate = stopping.Gate(
             sink.KafkaBatchWriter(
-                bootstrap=bootstrap, producer_config=dict(producer_config or {}), prints=prints
+                bootstrap=bootstrap,
+                producer_config=dict(producer_config or {}),
+                prints=prints,
+                exactly_once=exactly_once,
             )
         )
+        writer = plan.writeStream.foreachBatch(gate)
     writer = (
         writer.outputMode(output_mode)
         .option("checkpointLocation", checkpoint)
@@ -84,7 +99,10 @@ def start_kafka(
     )
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.start()
+    query = writer.start()
+    if gate is not None:
+        stopping.register(query, gate)
+    return query
 
 
 class Collector:

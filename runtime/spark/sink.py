@@ -15,25 +15,29 @@ headers, and the explicit partition or else the Java client's murmur2 of the key
 
 `print` rows are printed on the driver (:func:`print_rows`) and never reach either writer.
 
-Delivery is at-least-once, like Spark's own sink: the producers are idempotent (no duplicates
-from the producer's own retries) but not transactional. A task waits until every record is
-acknowledged and fails the micro-batch if any send failed, so the batch is never committed with
+By default delivery is at-least-once, like Spark's own sink: the producers are idempotent (no
+duplicates from the producer's own retries) but not transactional. A task waits until every record
+is acknowledged and fails the micro-batch if any send failed, so the batch is never committed with
 records missing; a batch that is retried or replayed after a crash is written again, so consumers
-may see duplicates (``processingGuarantee: exactly_once_v2`` is not implemented by this sink).
-Spark's native sink is still used for the real-time trigger, which accepts nothing else (and there
-output timestamps are write times).
+may see duplicates. With :class:`ExactlyOnce` (``processingGuarantee: exactly_once_v2``) each task
+writes its part of the batch in a Kafka transaction with a marker, and a replayed part that is
+already committed is not written again (``TransactionalRecordWriter.java``; the design is argued
+in ARCHITECTURE.md). Spark's native sink is still used for the real-time trigger, which accepts
+nothing else (and there output timestamps are write times; exactly-once is refused there).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-__all__ = ["PRINT_PREFIX", "SINK_COLUMNS", "KafkaBatchWriter", "print_rows"]
+__all__ = ["PRINT_PREFIX", "SINK_COLUMNS", "ExactlyOnce", "KafkaBatchWriter", "print_rows"]
 
 #: Rows whose topic starts with this come from `print` steps: printed on the driver, never produced.
 PRINT_PREFIX = "\x00print:"
@@ -43,6 +47,29 @@ PRINT_PREFIX = "\x00print:"
 SINK_COLUMNS = ("key", "value", "headers", "topic", "timestamp", "partition")
 
 _RESULT_SCHEMA = "task_records long"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactlyOnce:
+    """The names an exactly-once query writes under, stable for the life of its checkpoint: the
+    transactional ids ``<prefix>-<task partition>``, and the member-less group that holds each
+    partition's marker (the last batch id committed + 1) for partitions of ``marker_topic``."""
+
+    transactional_prefix: str
+    marker_topic: str
+    marker_group: str
+    fingerprint: str  # of the topology: recorded with each marker, to tell plans apart
+
+    @classmethod
+    def for_query(cls, app: str, checkpoint: str, fingerprint: str) -> ExactlyOnce:
+        # A query is its checkpoint: a reset (new checkpoint) starts new ids and markers, a restart
+        # on the same checkpoint gets the same ones and so fences the previous driver's producers.
+        query = hashlib.sha256(checkpoint.encode()).hexdigest()[:12]
+        name = f"streamapp.{app}.{query}"
+        return cls(name, f"{name}.markers", f"{name}.markers", fingerprint)
+
+    def metadata(self, batch_id: int) -> str:
+        return json.dumps({"query": self.transactional_prefix, "batch": batch_id, "plan": self.fingerprint})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,31 +84,58 @@ class KafkaBatchWriter:
     #: ``jvm``: the executors' JVMs produce (jvm_sink; no rows cross into Python); ``python``:
     #: librdkafka producers in the Python workers (the first implementation, kept to compare).
     engine: str = "jvm"
+    #: Set: write each batch exactly once (the JVM engine only).
+    exactly_once: ExactlyOnce | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ("jvm", "python"):
             raise ValueError(f"unknown sink engine {self.engine!r} (jvm or python)")
+        if self.exactly_once is not None and self.engine != "jvm":
+            raise ValueError("exactly-once writes need the jvm engine (the python engine is at-least-once)")
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if not self.prints:
-            self.write(batch)
+            self.write(batch, batch_id)
             return
         # Two actions on one batch: cache it so the sources are read once, not twice.
         batch.persist()
         try:
-            self.write(print_rows(batch))
+            self.write(print_rows(batch), batch_id)
         finally:
             batch.unpersist()
 
-    def write(self, batch: DataFrame) -> int | None:
-        """Write every row (the Python engine returns the number of records acknowledged)."""
+    def write(self, batch: DataFrame, batch_id: int | None = None) -> int | None:
+        """Write every row (the Python engine returns the number of records acknowledged);
+        exactly-once writes need the ``batch_id`` and return the number of records written."""
         bootstrap = self.bootstrap
         config = dict(self.producer_config)
         if self.engine == "jvm":
             from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
 
-            jvm_sink.write(batch, {"bootstrap.servers": bootstrap, **config})
-            return None
+            if self.exactly_once is None:
+                jvm_sink.write(batch, {"bootstrap.servers": bootstrap, **config})
+                return None
+            if batch_id is None:
+                raise ValueError("an exactly-once write needs the micro-batch id")
+            eos = self.exactly_once
+            outcomes = jvm_sink.write_transactional(
+                batch,
+                {"bootstrap.servers": bootstrap, **config},
+                transactional_prefix=eos.transactional_prefix,
+                marker_topic=eos.marker_topic,
+                marker_group=eos.marker_group,
+                batch_id=batch_id,
+                metadata=eos.metadata(batch_id),
+            )
+            skipped = sorted(partition for partition, _, skip in outcomes if skip)
+            if skipped:
+                # Why a replay wrote nothing for these: their transaction committed before a crash.
+                print(
+                    f"micro-batch {batch_id}: partition(s) {skipped} were committed before a restart; "
+                    "not written again",
+                    flush=True,
+                )
+            return sum(written for _, written, _ in outcomes)
 
         def produce(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield pa.RecordBatch.from_pydict({"task_records": [_produce_all(bootstrap, config, batches)]})

@@ -1,5 +1,6 @@
 package io.streamapp.spark;
 
+import java.io.Serializable;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -59,27 +60,79 @@ public final class KafkaRecordWriter {
   private KafkaRecordWriter() {}
 
   /** The type of the {@code headers} column: Spark's Kafka source writes them so. */
-  private static final DataType HEADERS =
+  static final DataType HEADERS =
       DataTypes.createArrayType(
           new StructType().add("key", DataTypes.StringType).add("value", DataTypes.BinaryType));
 
   /** Writes every row of {@code rows}; returns when all are acknowledged (or throws). */
   public static void write(Dataset<Row> rows, Map<String, String> config) {
     final HashMap<String, String> conf = new HashMap<>(config);
-    final StructType schema = rows.schema();
-    final int key = index(schema, "key", true, DataTypes.BinaryType);
-    final int value = index(schema, "value", true, DataTypes.BinaryType);
-    final int headers = index(schema, "headers", false, HEADERS);
-    final int topic = index(schema, "topic", true, DataTypes.StringType);
-    final int timestamp =
-        index(schema, "timestamp", false, DataTypes.TimestampType, DataTypes.TimestampNTZType);
-    final int partition = index(schema, "partition", false, DataTypes.IntegerType);
+    final Columns columns = Columns.of(rows.schema());
     rows.queryExecution()
         .toRdd()
         .toJavaRDD()
         .foreachPartition(
-            (VoidFunction<Iterator<InternalRow>>)
-                it -> writePartition(it, conf, key, value, headers, topic, timestamp, partition));
+            (VoidFunction<Iterator<InternalRow>>) it -> writePartition(it, conf, columns.fresh()));
+  }
+
+  /**
+   * Where the sink's columns are in a row, and the conversion of a row to a record. One instance
+   * per task ({@link #fresh}): it remembers the last topic name decoded.
+   */
+  static final class Columns implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final int key;
+    final int value;
+    final int headers;
+    final int topic;
+    final int timestamp;
+    final int partition;
+    private transient UTF8String lastTopic; // the rows' topic names repeat: decode each run once
+    private transient String topicName;
+
+    private Columns(int key, int value, int headers, int topic, int timestamp, int partition) {
+      this.key = key;
+      this.value = value;
+      this.headers = headers;
+      this.topic = topic;
+      this.timestamp = timestamp;
+      this.partition = partition;
+    }
+
+    static Columns of(StructType schema) {
+      return new Columns(
+          index(schema, "key", true, DataTypes.BinaryType),
+          index(schema, "value", true, DataTypes.BinaryType),
+          index(schema, "headers", false, HEADERS),
+          index(schema, "topic", true, DataTypes.StringType),
+          index(schema, "timestamp", false, DataTypes.TimestampType, DataTypes.TimestampNTZType),
+          index(schema, "partition", false, DataTypes.IntegerType));
+    }
+
+    Columns fresh() {
+      return new Columns(key, value, headers, topic, timestamp, partition);
+    }
+
+    ProducerRecord<byte[], byte[]> record(InternalRow row) {
+      UTF8String target = row.isNullAt(topic) ? null : row.getUTF8String(topic);
+      if (target == null) {
+        topicName = null;
+        lastTopic = null;
+      } else if (!target.equals(lastTopic)) {
+        lastTopic = target.clone(); // the row's buffer is reused for the next row
+        topicName = lastTopic.toString();
+      }
+      return new ProducerRecord<>(
+          topicName,
+          partition >= 0 && !row.isNullAt(partition) ? row.getInt(partition) : null,
+          // Spark's timestamps are epoch microseconds; Kafka's are milliseconds.
+          timestamp >= 0 && !row.isNullAt(timestamp)
+              ? Math.floorDiv(row.getLong(timestamp), 1000L)
+              : null,
+          row.isNullAt(key) ? null : row.getBinary(key),
+          row.isNullAt(value) ? null : row.getBinary(value),
+          headers >= 0 && !row.isNullAt(headers) ? headers(row.getArray(headers)) : null);
+    }
   }
 
   private static int index(StructType schema, String name, boolean required, DataType... types) {
@@ -140,7 +193,7 @@ public final class KafkaRecordWriter {
     }
   }
 
-  private static List<Header> headers(ArrayData array) {
+  static List<Header> headers(ArrayData array) {
     int n = array.numElements();
     if (n == 0) {
       return null;
@@ -159,15 +212,7 @@ public final class KafkaRecordWriter {
   }
 
   private static void writePartition(
-      Iterator<InternalRow> it,
-      Map<String, String> conf,
-      int key,
-      int value,
-      int headers,
-      int topic,
-      int timestamp,
-      int partition)
-      throws Exception {
+      Iterator<InternalRow> it, Map<String, String> conf, Columns columns) throws Exception {
     Shared shared = acquire(conf);
     KafkaProducer<byte[], byte[]> producer = shared.producer;
     AtomicReference<Exception> failure = new AtomicReference<>();
@@ -179,31 +224,9 @@ public final class KafkaRecordWriter {
             failure.compareAndSet(null, error);
           }
         };
-    UTF8String lastTopic = null; // the rows' topic names repeat: decode each run once
-    String topicName = null;
     try {
       while (it.hasNext() && failure.get() == null) {
-        InternalRow row = it.next();
-        UTF8String target = row.isNullAt(topic) ? null : row.getUTF8String(topic);
-        if (target == null) {
-          topicName = null;
-          lastTopic = null;
-        } else if (!target.equals(lastTopic)) {
-          lastTopic = target.clone(); // the row's buffer is reused for the next row
-          topicName = lastTopic.toString();
-        }
-        ProducerRecord<byte[], byte[]> record =
-            new ProducerRecord<>(
-                topicName,
-                partition >= 0 && !row.isNullAt(partition) ? row.getInt(partition) : null,
-                // Spark's timestamps are epoch microseconds; Kafka's are milliseconds.
-                timestamp >= 0 && !row.isNullAt(timestamp)
-                    ? Math.floorDiv(row.getLong(timestamp), 1000L)
-                    : null,
-                row.isNullAt(key) ? null : row.getBinary(key),
-                row.isNullAt(value) ? null : row.getBinary(value),
-                headers >= 0 && !row.isNullAt(headers) ? headers(row.getArray(headers)) : null);
-        producer.send(record, callback);
+        producer.send(columns.record(it.next()), callback);
       }
       producer.flush();
     } finally {

@@ -1,0 +1,330 @@
+package io.streamapp.spark;
+
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InvalidPartitionsException;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/**
+ * StreamApp's exactly-once Kafka sink ({@code processingGuarantee: exactly_once_v2}).
+ *
+ * <p>Each task of a micro-batch's write job writes its partition of the batch in one Kafka
+ * transaction whose transactional id is stable: {@code <prefix>-<partition>}, the same for every
+ * batch and every attempt. In that transaction it also commits a <em>marker</em>: offset {@code
+ * batchId + 1} for partition {@code <partition>} of the marker topic, into a consumer group that
+ * never has members ({@code sendOffsetsToTransaction}), with the query, batch and plan fingerprint
+ * as metadata. Records and marker become visible together or not at all.
+ *
+ * <p>Before writing, a task (1) gets a producer for its id whose {@code initTransactions()} fenced
+ * every earlier producer of the id — a zombie attempt of the same task, the attempt that ran before
+ * a driver crash — and aborted or completed its open transaction, then (2) reads its marker with
+ * {@code read_committed}. A marker at or past {@code batchId + 1} means this partition of this
+ * batch is already in Kafka (a replay after a crash, or a retry of a task whose first attempt
+ * committed): the task consumes its input (stateful operators commit their state as the input is
+ * drained) and writes nothing. Otherwise it writes and commits. Whoever commits was the last to
+ * initialise the id and read the marker after that, so two commits of one (partition, batch)
+ * cannot both succeed.
+ *
+ * <p>Producers are cached per executor JVM by transactional id and reused across batches (one
+ * {@code initTransactions()} per id and JVM, not per batch). A task checks its producer out
+ * exclusively: a second attempt of the same partition in the same JVM (a zombie still running)
+ * gets a new producer, whose initialisation fences the old one. A cached producer that another
+ * executor fenced fails its task's transaction (nothing visible) and is closed; Spark's retry of
+ * the task starts a fresh one. Spark places a partition's tasks on the same executor batch after
+ * batch (Kafka consumer and state store locality), so this is rare.
+ */
+public final class TransactionalRecordWriter {
+  /** Idle producers, by configuration and transactional id; guarded by the class lock. */
+  private static final Map<List<Object>, KafkaProducer<byte[], byte[]>> IDLE = new HashMap<>();
+  /** One marker reader per configuration and group; each use holds its lock. */
+  private static final Map<List<Object>, KafkaConsumer<byte[], byte[]>> READERS = new HashMap<>();
+
+  /** Partition counts of marker topics seen on the driver, by configuration and topic. */
+  private static final Map<List<Object>, Integer> MARKER_PARTITIONS = new HashMap<>();
+
+  private TransactionalRecordWriter() {}
+
+  /**
+   * Writes {@code rows} exactly once as micro-batch {@code batchId}; returns, per task that had
+   * rows, {@code {partition, records written, 1 if skipped as already committed else 0}}.
+   */
+  public static List<long[]> write(
+      Dataset<Row> rows,
+      Map<String, String> config,
+      String transactionalPrefix,
+      String markerTopic,
+      String markerGroup,
+      long batchId,
+      String metadata)
+      throws Exception {
+    final HashMap<String, String> conf = new HashMap<>(config);
+    final KafkaRecordWriter.Columns columns = KafkaRecordWriter.Columns.of(rows.schema());
+    org.apache.spark.rdd.RDD<InternalRow> rdd = rows.queryExecution().toRdd();
+    ensureMarkerPartitions(conf, markerTopic, rdd.getNumPartitions());
+    return rdd.toJavaRDD()
+        .mapPartitionsWithIndex(
+            (Function2<Integer, Iterator<InternalRow>, Iterator<long[]>>)
+                (index, it) -> {
+                  long[] outcome =
+                      writePartition(
+                          it,
+                          conf,
+                          columns.fresh(),
+                          transactionalPrefix,
+                          new TopicPartition(markerTopic, index),
+                          markerGroup,
+                          batchId,
+                          metadata);
+                  return outcome == null
+                      ? Collections.emptyIterator()
+                      : Collections.singletonList(outcome).iterator();
+                },
+            false)
+        .collect();
+  }
+
+  /**
+   * The broker accepts a transactional offset commit only for a partition that exists: the marker
+   * topic (which never holds a record) gets one partition per write task, created or grown here,
+   * on the driver, before the tasks run. Known counts are remembered per JVM.
+   */
+  private static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed)
+      throws Exception {
+    List<Object> key = List.of(conf, topic);
+    synchronized (MARKER_PARTITIONS) {
+      Integer known = MARKER_PARTITIONS.get(key);
+      if (known != null && known >= needed) {
+        return;
+      }
+      Map<String, Object> props = new HashMap<>();
+      for (Map.Entry<String, String> e : conf.entrySet()) {
+        if (AdminClientConfig.configNames().contains(e.getKey())) {
+          props.put(e.getKey(), e.getValue());
+        }
+      }
+      try (Admin admin = Admin.create(props)) {
+        int have;
+        try {
+          have =
+              admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+        } catch (ExecutionException e) {
+          if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
+            throw e;
+          }
+          have = 0;
+        }
+        try {
+          if (have == 0) {
+            admin
+                .createTopics(List.of(new NewTopic(topic, Optional.of(Math.max(needed, 1)), Optional.empty())))
+                .all()
+                .get();
+          } else if (have < needed) {
+            admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(needed))).all().get();
+          }
+        } catch (ExecutionException e) {
+          // Another driver (or an earlier attempt) made it meanwhile: the describe below decides.
+          if (!(e.getCause() instanceof TopicExistsException)
+              && !(e.getCause() instanceof InvalidPartitionsException)) {
+            throw e;
+          }
+        }
+        have = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+        if (have < needed) {
+          throw new IllegalStateException(
+              "Kafka sink (exactly_once_v2): the marker topic " + topic + " has " + have
+                  + " partitions, " + needed + " are needed");
+        }
+        MARKER_PARTITIONS.put(key, have);
+      }
+    }
+  }
+
+  private static long[] writePartition(
+      Iterator<InternalRow> it,
+      Map<String, String> conf,
+      KafkaRecordWriter.Columns columns,
+      String prefix,
+      TopicPartition marker,
+      String group,
+      long batchId,
+      String metadata)
+      throws Exception {
+    if (!it.hasNext()) {
+      return null; // nothing to write: no transaction (a replay has nothing either: deterministic)
+    }
+    String transactionalId = prefix + "-" + marker.partition();
+    List<Object> key = List.of(conf, transactionalId);
+    KafkaProducer<byte[], byte[]> producer = checkout(key, conf, transactionalId);
+    boolean reusable = false;
+    try {
+      long committed = markerOffset(conf, group, marker);
+      if (committed >= batchId + 1) {
+        while (it.hasNext()) {
+          it.next(); // drain: the state of a stateful plan commits when its input is consumed
+        }
+        reusable = true;
+        return new long[] {marker.partition(), 0, 1};
+      }
+      // A cached producer fenced meanwhile by another JVM fails here (ProducerFencedException):
+      // nothing of this attempt is visible, and Spark's retry of the task starts a fresh one.
+      long written = writeTransaction(producer, it, columns, marker, group, batchId, metadata);
+      reusable = true;
+      return new long[] {marker.partition(), written, 0};
+    } finally {
+      checkin(key, producer, reusable);
+    }
+  }
+
+  private static long writeTransaction(
+      KafkaProducer<byte[], byte[]> producer,
+      Iterator<InternalRow> it,
+      KafkaRecordWriter.Columns columns,
+      TopicPartition marker,
+      String group,
+      long batchId,
+      String metadata) {
+    AtomicReference<Exception> failure = new AtomicReference<>();
+    AtomicLong failed = new AtomicLong();
+    Callback callback =
+        (meta, error) -> {
+          if (error != null) {
+            failed.incrementAndGet();
+            failure.compareAndSet(null, error);
+          }
+        };
+    producer.beginTransaction();
+    long written = 0;
+    while (it.hasNext() && failure.get() == null) {
+      producer.send(columns.record(it.next()), callback);
+      written++;
+    }
+    producer.flush();
+    Exception error = failure.get();
+    if (error != null) {
+      // The transaction is abandoned: the producer is closed, the next one's init aborts it.
+      throw new RuntimeException(
+          "Kafka sink (exactly_once_v2): "
+              + failed.get()
+              + " record(s) failed (first: "
+              + error
+              + "); the transaction is aborted and the micro-batch will be retried",
+          error);
+    }
+    producer.sendOffsetsToTransaction(
+        Map.of(marker, new OffsetAndMetadata(batchId + 1, metadata)),
+        new ConsumerGroupMetadata(group));
+    producer.commitTransaction();
+    return written;
+  }
+
+  private static KafkaProducer<byte[], byte[]> checkout(
+      List<Object> key, Map<String, String> conf, String transactionalId) {
+    synchronized (TransactionalRecordWriter.class) {
+      KafkaProducer<byte[], byte[]> idle = IDLE.remove(key);
+      if (idle != null) {
+        return idle;
+      }
+    }
+    Map<String, Object> props = new HashMap<>();
+    props.put("acks", "all");
+    props.put("linger.ms", "5");
+    props.put("batch.size", "262144");
+    // Above the longest micro-batch; a crashed attempt's transaction is aborted long before by
+    // the restarted task's initTransactions() of the same id, so this bounds only odd cases.
+    props.put("transaction.timeout.ms", "600000");
+    props.putAll(conf);
+    props.put("enable.idempotence", "true");
+    props.put("transactional.id", transactionalId);
+    props.put("key.serializer", ByteArraySerializer.class.getName());
+    props.put("value.serializer", ByteArraySerializer.class.getName());
+    KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+    try {
+      producer.initTransactions(); // fences older producers of this id, ends their transaction
+    } catch (RuntimeException e) {
+      producer.close(Duration.ZERO);
+      throw e;
+    }
+    return producer;
+  }
+
+  private static void checkin(
+      List<Object> key, KafkaProducer<byte[], byte[]> producer, boolean reusable) {
+    if (reusable) {
+      KafkaProducer<byte[], byte[]> displaced;
+      synchronized (TransactionalRecordWriter.class) {
+        displaced = IDLE.put(key, producer);
+      }
+      if (displaced != null) {
+        displaced.close(Duration.ofSeconds(5)); // a zombie's producer came back after ours
+      }
+    } else {
+      producer.close(Duration.ZERO); // mid-transaction: the next init of the id aborts it
+    }
+  }
+
+  /** The committed marker offset (read_committed: waits for a pending transactional commit). */
+  private static long markerOffset(Map<String, String> conf, String group, TopicPartition marker) {
+    List<Object> key = List.of(conf, group);
+    KafkaConsumer<byte[], byte[]> reader;
+    synchronized (READERS) {
+      reader = READERS.get(key);
+      if (reader == null) {
+        Map<String, Object> props = new HashMap<>();
+        for (Map.Entry<String, String> e : conf.entrySet()) {
+          if (ConsumerConfig.configNames().contains(e.getKey())) {
+            props.put(e.getKey(), e.getValue()); // the connection's: bootstrap, security
+          }
+        }
+        props.put("group.id", group);
+        props.put("isolation.level", "read_committed");
+        props.put("enable.auto.commit", "false");
+        props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        reader = new KafkaConsumer<>(props);
+        READERS.put(key, reader);
+      }
+    }
+    synchronized (reader) {
+      try {
+        OffsetAndMetadata committed =
+            reader.committed(java.util.Set.of(marker), Duration.ofSeconds(60)).get(marker);
+        return committed == null ? 0L : committed.offset();
+      } catch (KafkaException e) {
+        throw new RuntimeException(
+            "Kafka sink (exactly_once_v2): cannot read the marker of " + marker + " in group "
+                + group + ": " + e,
+            e);
+      }
+    }
+  }
+}
