@@ -22,6 +22,7 @@ Spark's own ``StreamingQueryListener`` objects (metrics exporters) are attached 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
@@ -170,6 +171,13 @@ class StreamApp:
         self.manifest, self.topology = _load(app)
         self.config = config or StreamsConfig()
         self._spark = spark
+        if spark is not None:
+            fixed = [n for n in ("master", "driver_memory") if getattr(self.config, n) is not None]
+            if fixed:
+                raise errors.StreamAppError(
+                    f"{', '.join(fixed)}: set when a session is built, but a running SparkSession was "
+                    "given (it keeps its own); leave them out or let StreamApp build the session"
+                )
         spec = self.manifest.spec if self.manifest is not None else None
         name = self.config.application_id or (self.manifest.metadata.name if self.manifest else None)
         self.application_id: str = name or self.topology.application_id or "streamapp"
@@ -256,6 +264,10 @@ class StreamApp:
         try:
             self._start()
         except BaseException:
+            if self._execution is not None and self._monitor is None:  # failed after the query started
+                with contextlib.suppress(Exception):
+                    self._execution.stop_query()
+                self._execution.release()
             self._cleanup_checkpoint()
             self._state = State.NOT_RUNNING
             self._terminated.set()
@@ -391,7 +403,10 @@ class StreamApp:
                 idle = self.config.stop_when_idle
                 if idle is not None and idle_since is not None and time.monotonic() - idle_since > idle:
                     self.stop()
-                run.query.awaitTermination(0.5)
+                try:
+                    run.query.awaitTermination(0.5)
+                except Exception:  # noqa: BLE001 - the query failed: the next round sees it inactive
+                    continue
         except Exception as exc:  # noqa: BLE001 - the monitor must always finish the app
             _log.warning("%s: following the query failed: %s", self.application_id, exc)
         self._finish(run, reporter)

@@ -32,7 +32,7 @@ from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, ses
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
 
-__all__ = ["READ_PREFIX", "WRITTEN", "Execution", "counted_topics", "start"]
+__all__ = ["FAILURE_LOGGERS", "READ_PREFIX", "WRITTEN", "Execution", "counted_topics", "start"]
 
 #: Observation names in a progress's ``observedMetrics``: one per source frame, one for the sink.
 READ_PREFIX = "streamapp_read_"
@@ -79,6 +79,25 @@ class Execution:
                 self.spark.streams.removeListener(listener)
         if self.owns_session:
             self.spark.stop()
+
+
+#: Loggers that print a failed query's Java stack traces on the driver (in local mode also the
+#: executors' task failures). The app reports a failure itself — :attr:`StreamApp.error`, one line
+#: from ``streamapp run``, the full text with ``--debug`` — so they are silenced.
+FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.StreamExecution",
+)
+
+
+def _quiet_failures(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    off = jvm.org.apache.logging.log4j.Level.OFF
+    for name in FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
 
 
 def _observe(
@@ -152,6 +171,7 @@ def start(
             spark.conf.set(key, value)
     partitions: int | None = None
     try:
+        _quiet_failures(spark)
         partitions = checkpoints.state_partitions(
             spark,
             checkpoint,
