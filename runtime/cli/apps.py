@@ -148,10 +148,11 @@ def _run_query(
     )
     compiled = compiler.compile_topology(
         topology,
-        read=lambda topics: kafka_io.read_stream(
+        read=lambda topics, max_offsets_per_trigger=None: kafka_io.read_stream(
             spark,
             bootstrap=bootstrap,
             topics=topics,
+            max_offsets_per_trigger=max_offsets_per_trigger,
             starting_offsets=dict(starting or {}).get("startingOffsets", "earliest"),
             options={k: v for k, v in (starting or {}).items() if k != "startingOffsets"},
             client_config=credentials.java(),

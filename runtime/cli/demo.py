@@ -58,7 +58,13 @@ def run(*, lines: int = 0) -> int:
         print(f"      Spark {spark.version} ready in {time.monotonic() - started:.1f} s", flush=True)
         try:
             compiled = compiler.compile_topology(
-                topology, read=lambda t: kafka_io.read_stream(spark, bootstrap=kafka.bootstrap, topics=t)
+                topology,
+                read=lambda t, max_offsets_per_trigger=None: kafka_io.read_stream(
+                    spark,
+                    bootstrap=kafka.bootstrap,
+                    topics=t,
+                    max_offsets_per_trigger=max_offsets_per_trigger,
+                ),
             )
             query = runner.start_kafka(
                 compiled.plan,

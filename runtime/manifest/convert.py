@@ -287,6 +287,7 @@ class _Converter:
             value_serde=_serde(src.value_serde),
             timestamp=src.timestamp,
             table=src.as_ == "table",
+            max_offsets_per_trigger=src.max_offsets_per_trigger,
         )
 
     def duration(self, value: models.Duration, path: str) -> int:

@@ -14,7 +14,7 @@ import importlib
 import site
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
@@ -28,7 +28,14 @@ from streamapp.runtime.topology.nodes import logic_params
 
 __all__ = ["Compiled", "compile_topology", "resolve_function"]
 
-Reader = Callable[[Sequence[str]], DataFrame]
+
+class Reader(Protocol):
+    """``read(topics)``: Kafka-shaped rows of those topics. A source's ``maxOffsetsPerTrigger``
+    comes as a keyword, only when the manifest sets it (a reader that cannot honour it refuses it)."""
+
+    def __call__(
+        self, topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None
+    ) -> DataFrame: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +253,10 @@ class _Compiler:
             return
         if op == "source":
             key, value = self.topology.key_serde(node), self.topology.value_serde(node)
+            limit = node.max_offsets_per_trigger if isinstance(node, nd.Source) else None
+            rows = self.read(p["topics"], max_offsets_per_trigger=limit) if limit else self.read(p["topics"])
             frame = frames.RecordFrame.from_kafka(
-                self.read(p["topics"]),
+                rows,
                 key_serde=key.name,
                 value_serde=value.name,
                 key_schema=key.schema,
