@@ -314,8 +314,11 @@ class _Compiler:
             raise errors.TopologyError(f"{node.name}: no Spark compilation for operation {op!r}")
 
     def _aggregate(self, node: graph.Node) -> frames.RecordFrame:
-        """A KTable: one row per key and update, stamped with the max timestamp of its inputs."""
-        df = self._parent(node).df
+        """A KTable: one row per key and update, stamped with the max timestamp of its inputs.
+
+        Records with a null value are skipped, as Kafka Streams' aggregations (and the stateful
+        engine's, :func:`ops.aggregate`) skip them: they neither count nor move the timestamp."""
+        df = self._parent(node).df.where(F.col("value").isNotNull())
         if node.op == "count":
             value = F.count(F.lit(1))
         else:
