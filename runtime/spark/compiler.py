@@ -139,7 +139,9 @@ class _Compiler:
         if isinstance(node, nd.Suppress):
             agg = self.topology.node(node.parents[0])
             assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup))
-            return self._engine_aggregate(agg, emit="final", late=False)
+            # Suppress runs the aggregation itself (the node's own update stream is unused unless
+            # something else reads it): its late records are the aggregation's, counted here.
+            return self._engine_aggregate(agg, emit="final")
         return None
 
     def _table_step(self, node: nd.Filter | nd.FilterNot | nd.MapValues) -> frames.RecordFrame:
@@ -206,7 +208,7 @@ class _Compiler:
         return parts[0].merge(*parts[1:]), aggregator
 
     def _engine_aggregate(
-        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str, late: bool = True
+        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str
     ) -> frames.RecordFrame:
         from streamapp.runtime.spark.stateful import ops, windows  # noqa: PLC0415
 
@@ -223,17 +225,18 @@ class _Compiler:
             return ops.table_aggregate(frame, aggregator, key=_logic(logic_params(grouped.selector)))
         if node.windows is None:
             return ops.aggregate(frame, aggregator, value=value)
+        tasks = None
         if any(self._rekeyed(self.topology.node(p)) for p in node.parents):
             # Kafka Streams' repartition topic: all records of a key in one task (one stream time).
-            partitions = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
-            frame = ops.repartition_by_key(frame, partitions)
+            tasks = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
         w = node.windows
         spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
-        counter = None
-        if late:
-            counter = frame.df.sparkSession.sparkContext.accumulator(0)
-            self.late[node.name] = counter
-        result = ops.windowed_aggregate(frame, spec, aggregator, emit=emit, value=value, late_counter=counter)
+        # One counter per aggregation node: suppress re-registers the one its aggregation had.
+        counter = frame.df.sparkSession.sparkContext.accumulator(0)
+        self.late[node.name] = counter
+        result = ops.windowed_aggregate(
+            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks
+        )
         return result.table
 
     def _rekeyed(self, node: nd.Node) -> bool:
