@@ -2,10 +2,10 @@
 
 Run ``python -m streamapp.operator._crdgen`` (``make crds``): it writes ``crds/`` and the chart's copy
 (``charts/streamapp-operator/crds/``); CI regenerates and fails on a diff.
-Pydantic's JSON schema is made structural for Kubernetes: references inlined, optional fields
-unwrapped, and fields that accept several shapes (a serde name or object, an expression or a
-function reference) kept as ``x-kubernetes-preserve-unknown-fields`` — the operator validates them
-with the same models and reports the field path.
+The schemas come from the one converter, :func:`streamapp.runtime.manifest.schema.openapi_schema`
+(structural: references inlined, optional fields unwrapped, durations int-or-string, fields that
+take two shapes ``x-kubernetes-preserve-unknown-fields``); this module only adds what a CRD needs
+around them (names, printer columns, subresources).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from streamapp.operator import models as status_models
-from streamapp.runtime.manifest import models
+from streamapp.runtime.manifest import models, schema
 
 __all__ = ["CHART_COPY", "GROUP", "KIND", "OUTPUT", "PLURAL", "crd", "main", "render"]
 
@@ -35,48 +35,6 @@ SCALE = {
     "specReplicasPath": ".spec.deployment.executors.replicas",
     "statusReplicasPath": ".status.executors.ready",
 }
-_DROP = {"title", "default"}
-
-
-def _structural(node: Any, defs: dict[str, Any]) -> Any:
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        return _structural(
-            {**defs[node["$ref"].split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}, defs
-        )
-    if "anyOf" in node:
-        options = [o for o in node["anyOf"] if o.get("type") != "null"]
-        extra = {k: v for k, v in node.items() if k not in ("anyOf", *_DROP)}
-        if len(options) == 1:
-            return _structural({**options[0], **extra}, defs)
-        return {
-            "x-kubernetes-preserve-unknown-fields": True,
-            **{k: v for k, v in extra.items() if k == "description"},
-        }
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _DROP or key == "$defs":
-            continue
-        if key == "const":
-            out["enum"] = [value]
-            out.setdefault("type", "string")
-        elif key == "properties":
-            out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = _structural(value, defs)
-        else:
-            out[key] = value
-    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
-        out["x-kubernetes-preserve-unknown-fields"] = True
-    if "additionalProperties" in out and out["additionalProperties"] is False:
-        del out["additionalProperties"]
-    return out
-
-
-def _schema(model: type[Any]) -> dict[str, Any]:
-    raw = model.model_json_schema(by_alias=True)
-    return _structural(raw, raw.get("$defs", {}))  # type: ignore[no-any-return]
 
 
 def crd() -> dict[str, Any]:
@@ -95,9 +53,9 @@ def crd() -> dict[str, Any]:
         {"name": "Revision", "type": "string", "priority": 1, "jsonPath": ".status.currentRevision"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    spec = _schema(models.StreamAppSpec)
+    spec = schema.openapi_schema(models.StreamAppSpec)
     spec["description"] = "What the app processes and how it runs."
-    status = _schema(status_models.StreamAppStatus)
+    status = schema.openapi_schema(status_models.StreamAppStatus)
     status["description"] = "What the operator observed."
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

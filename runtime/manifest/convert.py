@@ -30,6 +30,15 @@ _ENDED = {
 }
 _AGGREGATIONS = ("count", "aggregate", "reduce", "cogroup")
 _OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
+#: Kafka Streams operations this version refuses plainly (joins are being built): a step or a source
+#: ``as`` naming one of them is told so, not that it is unknown. The one place to change when they land.
+_NOT_YET = ("join", "leftJoin", "outerJoin", "globalTable")
+
+
+def _not_yet(what: str) -> str:
+    return f"{what} is not supported yet (joins and global tables are not implemented in this version)"
+
+
 #: Type names pydantic puts into error locations for union members; a user never wrote them.
 _UNION_MEMBERS = {"str", "SerdeObject", "LogicObject", "ToSpec"}
 _LOGIC_NODES: Mapping[str, tuple[type[nodes.Node], str]] = {
@@ -76,7 +85,11 @@ def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
             if not (isinstance(p, str) and ("[" in p or p in _UNION_MEMBERS or p.startswith("literal[")))
         )
         if item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int):
-            message = f"unknown operation '{loc[-1]}' (expected one of {', '.join(_OPS)})"
+            message = (
+                _not_yet(str(loc[-1]))
+                if loc[-1] in _NOT_YET
+                else f"unknown operation '{loc[-1]}' (expected one of {', '.join(_OPS)})"
+            )
         elif item["type"] == "extra_forbidden":
             message = f"unknown field '{loc[-1]}'"
         elif item["type"] == "missing":
@@ -94,6 +107,7 @@ def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
         for p in problems
         if not any(o != p.path and o.startswith(p.path + ".") for o in paths)
         or "unknown operation" in p.message
+        or "not supported yet" in p.message
     ]
 
 
@@ -249,9 +263,7 @@ class _Converter:
             self.problem(f"{path}.from", "give exactly one of topic, topics or stream")
             return None
         if src.as_ == "globalTable":
-            self.problem(
-                f"{path}.from.as", "globalTable sources are reserved for joins and not supported yet"
-            )
+            self.problem(f"{path}.from.as", _not_yet("as: globalTable"))
             return None
         if src.as_ == "table" and src.stream:
             self.problem(
@@ -288,6 +300,7 @@ class _Converter:
             value_serde=_serde(src.value_serde),
             timestamp=src.timestamp,
             table=src.as_ == "table",
+            max_offsets_per_trigger=src.max_offsets_per_trigger,
         )
 
     def duration(self, value: models.Duration, path: str) -> int:

@@ -305,6 +305,12 @@ class FromSpec(_Model):
         description="Event time: an expression giving epoch "
         "milliseconds, e.g. 'value.ts' (default: the record timestamp).",
     )
+    max_offsets_per_trigger: int | None = pydantic.Field(
+        default=None,
+        ge=1,
+        description="At most this many records of these topics per micro-batch (back-pressure; "
+        "Spark's maxOffsetsPerTrigger). Default: everything available.",
+    )
     as_: Literal["stream", "table", "globalTable"] = pydantic.Field(
         default="stream",
         alias="as",

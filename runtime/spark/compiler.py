@@ -14,7 +14,7 @@ import importlib
 import site
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
@@ -28,7 +28,14 @@ from streamapp.runtime.topology.nodes import logic_params
 
 __all__ = ["Compiled", "compile_topology", "resolve_function"]
 
-Reader = Callable[[Sequence[str]], DataFrame]
+
+class Reader(Protocol):
+    """``read(topics)``: Kafka-shaped rows of those topics. A source's ``maxOffsetsPerTrigger``
+    comes as a keyword, only when the manifest sets it (a reader that cannot honour it refuses it)."""
+
+    def __call__(
+        self, topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None
+    ) -> DataFrame: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +139,9 @@ class _Compiler:
         if isinstance(node, nd.Suppress):
             agg = self.topology.node(node.parents[0])
             assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup))
-            return self._engine_aggregate(agg, emit="final", late=False)
+            # Suppress runs the aggregation itself (the node's own update stream is unused unless
+            # something else reads it): its late records are the aggregation's, counted here.
+            return self._engine_aggregate(agg, emit="final")
         return None
 
     def _table_step(self, node: nd.Filter | nd.FilterNot | nd.MapValues) -> frames.RecordFrame:
@@ -199,7 +208,7 @@ class _Compiler:
         return parts[0].merge(*parts[1:]), aggregator
 
     def _engine_aggregate(
-        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str, late: bool = True
+        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str
     ) -> frames.RecordFrame:
         from streamapp.runtime.spark.stateful import ops, windows  # noqa: PLC0415
 
@@ -216,17 +225,18 @@ class _Compiler:
             return ops.table_aggregate(frame, aggregator, key=_logic(logic_params(grouped.selector)))
         if node.windows is None:
             return ops.aggregate(frame, aggregator, value=value)
+        tasks = None
         if any(self._rekeyed(self.topology.node(p)) for p in node.parents):
             # Kafka Streams' repartition topic: all records of a key in one task (one stream time).
-            partitions = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
-            frame = ops.repartition_by_key(frame, partitions)
+            tasks = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
         w = node.windows
         spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
-        counter = None
-        if late:
-            counter = frame.df.sparkSession.sparkContext.accumulator(0)
-            self.late[node.name] = counter
-        result = ops.windowed_aggregate(frame, spec, aggregator, emit=emit, value=value, late_counter=counter)
+        # One counter per aggregation node: suppress re-registers the one its aggregation had.
+        counter = frame.df.sparkSession.sparkContext.accumulator(0)
+        self.late[node.name] = counter
+        result = ops.windowed_aggregate(
+            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks
+        )
         return result.table
 
     def _rekeyed(self, node: nd.Node) -> bool:
@@ -246,8 +256,10 @@ class _Compiler:
             return
         if op == "source":
             key, value = self.topology.key_serde(node), self.topology.value_serde(node)
+            limit = node.max_offsets_per_trigger if isinstance(node, nd.Source) else None
+            rows = self.read(p["topics"], max_offsets_per_trigger=limit) if limit else self.read(p["topics"])
             frame = frames.RecordFrame.from_kafka(
-                self.read(p["topics"]),
+                rows,
                 key_serde=key.name,
                 value_serde=value.name,
                 key_schema=key.schema,
@@ -305,8 +317,11 @@ class _Compiler:
             raise errors.TopologyError(f"{node.name}: no Spark compilation for operation {op!r}")
 
     def _aggregate(self, node: graph.Node) -> frames.RecordFrame:
-        """A KTable: one row per key and update, stamped with the max timestamp of its inputs."""
-        df = self._parent(node).df
+        """A KTable: one row per key and update, stamped with the max timestamp of its inputs.
+
+        Records with a null value are skipped, as Kafka Streams' aggregations (and the stateful
+        engine's, :func:`ops.aggregate`) skip them: they neither count nor move the timestamp."""
+        df = self._parent(node).df.where(F.col("value").isNotNull())
         if node.op == "count":
             value = F.count(F.lit(1))
         else:

@@ -24,6 +24,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from streamapp.runtime import errors
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -194,13 +196,19 @@ class TopologyTestDriver:
         key, value = self.topology.sink_serdes(name)
         return TestOutputTopic(self, name, key_serde or key, value_serde or value)
 
+    def _read(self, topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None) -> Any:
+        if max_offsets_per_trigger is not None:
+            raise errors.TopologyError(
+                f"maxOffsetsPerTrigger of {', '.join(topics)}: the test driver runs one micro-batch per "
+                "pipe of input and cannot limit it; use a real broker (streamapp run) to test back-pressure"
+            )
+        return self._topics.read_stream(self.spark, topics)
+
     def _drain(self) -> list[Any]:
         """Run the query over all input piped so far (state carries over between calls)."""
         from streamapp.runtime.spark import compiler, runner  # noqa: PLC0415
 
-        compiled = compiler.compile_topology(
-            self.topology, read=lambda topics: self._topics.read_stream(self.spark, topics)
-        )
+        compiled = compiler.compile_topology(self.topology, read=self._read)
         collector = runner.Collector()
         query = runner.start_collecting(
             compiled.plan,

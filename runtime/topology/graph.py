@@ -159,12 +159,36 @@ class Topology:
             "carry their write time, as Spark's real-time Kafka sink sets no timestamps"
         )
 
+    def key_changed(self, name: str) -> bool:
+        """Whether records leaving ``name`` may no longer be partitioned by their key: a
+        ``selectKey``/``map``/``flatMap`` since the last source, aggregation or repartition."""
+        node = self.node(name)
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)):
+            return True
+        if isinstance(node, (nd.Source, nd.Repartition, nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
+            return False
+        return any(self.key_changed(p) for p in node.parents)
+
+    def repartitions(self, node: nd.Node) -> bool:
+        """Whether Kafka Streams feeds ``node`` through a repartition topic (a new sub-topology
+        whose tasks have their own stream time): an explicit ``repartition``, a table's
+        ``groupBy``, a stream's key-changing ``groupBy``, or ``groupByKey`` after a key change."""
+        if isinstance(node, nd.Repartition):
+            return True
+        if not isinstance(node, nd.GroupBy):
+            return False
+        if node.selector is not None or self.kind(node.parents[0]) == TABLE:
+            return True
+        return self.key_changed(node.parents[0])
+
     def subtopologies(self) -> Iterator[list[nd.Node]]:
-        """Connected groups of nodes, in build order (Kafka Streams' sub-topologies)."""
+        """Connected groups of nodes, in build order (Kafka Streams' sub-topologies); what reads
+        a repartition topic (the children of a repartitioning node) starts a group of its own."""
         group_of: dict[str, int] = {}
         groups: list[list[nd.Node]] = []
         for node in self.nodes:
-            linked = sorted({group_of[p] for p in node.parents if p in group_of})
+            parents = [p for p in node.parents if not self.repartitions(self.node(p))]
+            linked = sorted({group_of[p] for p in parents if p in group_of})
             if not linked:
                 groups.append([node])
                 group_of[node.name] = len(groups) - 1
@@ -187,14 +211,32 @@ class Topology:
         lines = ["Topologies:"]
         for index, group in enumerate(self.subtopologies()):
             lines.append(f"   Sub-topology: {index}")
+            sources: set[str] = set()
             for node in group:
+                shuffled = [p for p in node.parents if self.repartitions(self.node(p))]
+                for parent in shuffled:  # this sub-topology reads the parent's repartition topic
+                    if parent not in sources:
+                        sources.add(parent)
+                        lines.append(
+                            f"    Source: {parent}-repartition-source (topics: [{parent}-repartition])"
+                        )
+                        lines.append(f"      --> {', '.join(c.name for c in self.children(parent))}")
                 detail = node.detail()
                 lines.append(f"    {node.kind}: {node.name}" + (f" ({detail})" if detail else ""))
-                kids = [c.name for c in self.children(node.name)]
+                repartitions = self.repartitions(node)
+                kids = (
+                    [f"{node.name}-repartition-sink"]
+                    if repartitions
+                    else [c.name for c in self.children(node.name)]
+                )
                 if kids:
                     lines.append(f"      --> {', '.join(kids)}")
                 if node.parents:
-                    lines.append(f"      <-- {', '.join(node.parents)}")
+                    parents = [f"{p}-repartition-source" if p in shuffled else p for p in node.parents]
+                    lines.append(f"      <-- {', '.join(parents)}")
+                if repartitions:
+                    lines.append(f"    Sink: {node.name}-repartition-sink (topic: {node.name}-repartition)")
+                    lines.append(f"      <-- {node.name}")
             lines.append("")
         kind, why = self.trigger()
         lines.append(f"Execution: {kind} trigger ({why})")

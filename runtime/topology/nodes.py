@@ -170,6 +170,8 @@ class Source(Node):
     timestamp: str | None = None
     #: Read as a KTable (``builder.table``): the latest value per key, a null value deletes it.
     table: bool = False
+    #: Records of these topics per micro-batch at most (Spark's maxOffsetsPerTrigger); None: all.
+    max_offsets_per_trigger: int | None = None
 
     def detail(self) -> str:
         return f"topics: [{', '.join(self.topics)}]" + (", as: table" if self.table else "")

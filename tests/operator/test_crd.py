@@ -56,7 +56,11 @@ def test_crd_is_structural_and_documented() -> None:
         assert "$ref" not in node and "anyOf" not in node, path
         if path.count(".") > 1 and not path.endswith("[]"):  # every field says what it is
             assert node.get("description"), f"{path} has no description"
-        assert node.get("type") or node.get("x-kubernetes-preserve-unknown-fields"), f"{path} has no type"
+        assert (
+            node.get("type")
+            or node.get("x-kubernetes-preserve-unknown-fields")
+            or node.get("x-kubernetes-int-or-string")
+        ), f"{path} has no type"
         for name, sub in (node.get("properties") or {}).items():  # type: ignore[attr-defined]
             walk(sub, f"{path}.{name}")
         if isinstance(node.get("items"), dict):

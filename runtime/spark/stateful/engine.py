@@ -16,6 +16,8 @@ when Kafka Streams would close them, so the output never depends on micro-batch 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import math
 import pickle
@@ -29,7 +31,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
-__all__ = ["HEADERS_TYPE", "BlobProcessor", "Step", "as_record_frame", "input_rows", "run"]
+__all__ = ["HEADERS_TYPE", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "input_rows", "run"]
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
 
@@ -65,18 +67,22 @@ class BlobProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is type
 
 
 def input_rows(frame: RecordFrame, value: str | None = None) -> DataFrame:
-    """The columns a step reads: key, value, ts (epoch ms), partition, offset; null keys dropped.
+    """The columns a step reads: key, value, ts (epoch ms), partition, offset, sub (the source
+    partition's identity); null keys dropped.
 
     ``value`` is an optional SQL expression for the aggregated value (declarative YAML
     aggregations such as ``sum: "length(value)"``); by default the record's value.
     """
     df = frame.df.where(F.col("key").isNotNull())
+    partition = F.coalesce(F.col("partition"), F.lit(0)).cast("int")
     return df.select(
         "key",
         (F.expr(value) if value else F.col("value")).alias("value"),
         F.unix_millis("timestamp").alias("ts"),
-        F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
+        partition.alias("partition"),
         F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
+        # The source partition a record was read from (topic and partition): see arrival_order.
+        F.xxhash64(F.coalesce(F.col("topic"), F.lit("")), partition).alias("sub"),
     )
 
 
@@ -103,6 +109,29 @@ def as_record_frame(df: DataFrame, key: Any = None) -> RecordFrame:
             F.lit(None).cast("string").alias("topic"),
         ).select(*RECORD_COLUMNS)
     )
+
+
+def arrival_order(batch: pd.DataFrame) -> pd.DataFrame:
+    """One task's batch in the order Kafka Streams processes a task fed by several partitions (a
+    merge or cogroup of co-partitioned topics; for a key change, our stand-in for the repartition
+    topic): each source partition by offset, and next always the partition whose head record has
+    the lowest timestamp, as its PartitionGroup picks with every partition's records buffered
+    (ties: the lower source id). Deterministic for a given batch."""
+    ordered = batch.sort_values(["sub", "offset"], kind="stable", ignore_index=True)
+    subs = ordered["sub"].to_numpy()
+    if len(subs) == 0 or (subs == subs[0]).all():
+        return ordered
+    ts = ordered["ts"].to_numpy()
+    bounds = [0, *(i for i in range(1, len(subs)) if subs[i] != subs[i - 1]), len(subs)]
+    heads = [(int(ts[a]), int(subs[a]), a, b) for a, b in itertools.pairwise(bounds)]
+    heapq.heapify(heads)
+    order = []
+    while heads:
+        _, sub, i, end = heapq.heappop(heads)
+        order.append(i)
+        if i + 1 < end:
+            heapq.heappush(heads, (int(ts[i + 1]), sub, i + 1, end))
+    return ordered.iloc[order].reset_index(drop=True)
 
 
 def ordered(batch: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,6 @@ __all__ = [
     "WINDOWED_COLUMNS",
     "Windowed",
     "aggregate",
-    "repartition_by_key",
     "table",
     "table_aggregate",
     "windowed_aggregate",
@@ -106,12 +105,14 @@ def windowed_aggregate(
     emit: str = "updates",
     value: str | None = None,
     late_counter: Accumulator[int] | None = None,
+    tasks: int | None = None,
 ) -> Windowed:
     """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
 
-    State lives per *task* (the input ``partition``, as in Kafka Streams): its stream time is the
-    running max of timestamps in offset order, computed vectorised per batch and carried across
-    batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
+    State lives per *task* (the input ``partition``, as in Kafka Streams; after a key change,
+    ``tasks`` of them by key hash, as a repartition topic would): its stream time is the running
+    max of timestamps in :func:`engine.arrival_order`, computed vectorised per batch and carried
+    across batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
     ``final`` (exactly one result per window, when stream time passes ``end + grace``).
     Dropped contributions are added to ``late_counter`` (a Spark accumulator), logged at debug
     level on logger ``streamapp.stateful``, and appear as ``late`` rows.
@@ -119,10 +120,14 @@ def windowed_aggregate(
     if emit not in windows.EMITS:
         raise ValueError(f"emit must be one of {windows.EMITS}, not {emit!r}")
     rows = engine.input_rows(frame, value).where(F.col("value").isNotNull())
+    if tasks is not None:
+        # Kafka Streams' repartition topic after a key change: all records of a key in one task
+        # (one stream time); the source partition stays in `sub` for the arrival order.
+        rows = rows.withColumn("partition", F.pmod(F.hash("key"), F.lit(tasks)).cast("int"))
 
     def step(task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else windows.new_state()
-        batch = batch.sort_values("offset", kind="stable", ignore_index=True)
+        batch = engine.arrival_order(batch)
         ts = batch["ts"].to_numpy(dtype=np.int64)
         stream_time = np.maximum.accumulate(ts)  # Kafka's stream time, this record included
         if state["t"] is not None:
@@ -154,14 +159,6 @@ def windowed_aggregate(
         f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
     )
     return Windowed(engine.run(rows, "partition", step, schema))
-
-
-def repartition_by_key(frame: RecordFrame, partitions: int) -> RecordFrame:
-    """Kafka Streams' repartition topic after a key-changing group_by: the task of a record
-    becomes ``pmod(hash(key), partitions)`` so all records of a key share one stream time.
-    (Offsets keep their source values; across source partitions, order within a batch is by
-    offset — as nondeterministic between partitions as Kafka's repartition topic itself.)"""
-    return frame._with(partition=F.pmod(F.hash("key"), F.lit(partitions)).cast("int"))
 
 
 def windowed_key_text(key: Column) -> Column:

@@ -132,3 +132,25 @@ def test_declarative_aggregators() -> None:
     reduce = aggregation.reduce(lambda a, b: a * b, value_type="bigint")
     assert reduce.fold("k", values) == 90
     assert list(itertools.islice(Windows.hopping(10, 5).starts(12), 5)) == [5, 10]
+
+
+def test_arrival_order_merges_source_partitions_by_head_timestamp() -> None:
+    """A task fed by two source partitions (a merge, a cogroup): each in offset order, the lower
+    head timestamp next — Kafka Streams' PartitionGroup — whatever order the rows came in."""
+    import pandas as pd
+
+    from streamapp.runtime.spark.stateful import engine
+
+    batch = pd.DataFrame(
+        {
+            "sub": [7, 7, 7, 3, 3],
+            "offset": [2, 0, 1, 0, 1],
+            "ts": [50, 10, 40, 20, 30],
+        }
+    )
+    ordered = engine.arrival_order(batch)
+    order = list(zip(ordered["sub"], ordered["offset"], strict=True))
+    assert order == [(7, 0), (3, 0), (3, 1), (7, 1), (7, 2)]
+    # Offsets stay in order within a partition even when its timestamps go back.
+    back = pd.DataFrame({"sub": [1, 1, 2], "offset": [0, 1, 0], "ts": [30, 5, 20]})
+    assert list(engine.arrival_order(back)["ts"]) == [20, 30, 5]
