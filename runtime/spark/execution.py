@@ -179,20 +179,22 @@ def start(
             default=max((input_partitions or {}).values(), default=1),
         )
         start_options = dict(starting or {})
+        default_max_offsets = max_offsets_per_trigger
         observed: dict[str, Sequence[str]] = {}
         # The real-time trigger accepts no observations (it never ends a batch to report them).
         counting = count and topology.trigger()[0] != "real-time" and trigger != "real-time"
         reads = 0
         counted: set[str] = set()
 
-        def read(topics: Sequence[str]) -> DataFrame:
+        def read(topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None) -> DataFrame:
+            # A source's own maxOffsetsPerTrigger (manifest) wins over the app-wide one (config).
             nonlocal reads
             frame = kafka_io.read_stream(
                 spark,
                 bootstrap=bootstrap,
                 topics=topics,
                 starting_offsets=start_options.get("startingOffsets", "earliest"),
-                max_offsets_per_trigger=max_offsets_per_trigger,
+                max_offsets_per_trigger=max_offsets_per_trigger or default_max_offsets,
                 options={k: v for k, v in start_options.items() if k != "startingOffsets"},
                 client_config=credentials.java(),
             )
