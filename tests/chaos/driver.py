@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import signal
+import threading
 import time
 
 from streamapp.runtime import manifest
-from streamapp.runtime.spark import compiler, kafka_io, runner, session, sink
+from streamapp.runtime.spark import compiler, kafka_io, runner, session, sink, stopping
 
 WORDCOUNT = pathlib.Path(__file__).parents[1] / "runtime" / "manifest" / "valid" / "wordcount.yaml"
 GUARANTEES = ("exactly_once_v2", "at_least_once")
@@ -74,9 +76,11 @@ def main() -> None:
                 output_mode=mode,
                 exactly_once=eos,
             )
+    stopping_asked = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping_asked.set())
     print("ready", flush=True)
     last: dict[str, int] = {}
-    while True:
+    while not stopping_asked.is_set():
         for name, query in queries.items():
             if not query.isActive:
                 raise SystemExit(f"query {name} stopped: {query.exception()}")
@@ -85,6 +89,14 @@ def main() -> None:
                 last[name] = progress["batchId"]
                 print(f"progress {name} {progress['batchId']}", flush=True)
         time.sleep(0.1)
+    # SIGTERM: every query stops at a micro-batch boundary (as the driver Pod's does).
+    for name, query in queries.items():
+        report = stopping.graceful_stop(query)
+        print(
+            f"stopped {name} {report.how} after batch {report.last_batch} in {report.seconds:.1f} s",
+            flush=True,
+        )
+    spark.stop()
 
 
 if __name__ == "__main__":
