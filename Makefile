@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean
+.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean chaos
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -100,3 +100,6 @@ chart-test: $(STAMP) e2e-deps ## lint, render and test the Helm chart (with the 
 
 clean: ## remove the venv and build leftovers (the download cache stays)
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+chaos: setup ## kill -9 the driver 50 times (and restart the broker twice) under load; results in tests/chaos/results
+	$(PY) -m tests.chaos.run --kills 50 --broker-restarts 2 --out tests/chaos/results

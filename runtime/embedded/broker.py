@@ -167,10 +167,21 @@ class EmbeddedKafka:
             "-cp",
             classpath,
         ]
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # A restart of this broker (tests/chaos) keeps its log dirs: the same id, no new format.
+        cluster_id = self._cluster_id = getattr(self, "_cluster_id", None) or (
+            base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        )
         # One id in 64 starts with "-": passed as "-t <id>" the tool took it for an option.
         fmt = subprocess.run(
-            [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)],
+            [
+                *jvm,
+                "kafka.tools.StorageTool",
+                "format",
+                f"--cluster-id={cluster_id}",
+                "-c",
+                str(config),
+                "--ignore-formatted",
+            ],
             capture_output=True,
             text=True,
             check=False,

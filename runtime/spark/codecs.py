@@ -5,6 +5,11 @@ Encodings match Kafka's own serializers byte for byte (``StringSerializer`` UTF-
 big-endian), so topics are shared with Java Kafka Streams apps. Integers are converted in the JVM
 with SQL functions; doubles, which Spark SQL cannot reinterpret, through a vectorised pandas UDF.
 A null stays null in both directions (a tombstone stays a tombstone).
+
+Decoding is strict: an ``int``/``long``/``double`` of the wrong length, a ``string`` that is not
+UTF-8 and a ``json`` value that is not JSON are errors (:func:`problem` says why), never a null or
+a mis-decoded number. Given ``where`` (a column naming the record: topic, partition, offset),
+:func:`decode` fails the micro-batch on such a value with that name and the reason.
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-__all__ = ["decode", "encode"]
+__all__ = ["WIDTHS", "decode", "encode", "problem", "record_name"]
+
+#: Byte widths of the fixed-width serdes (Kafka's IntegerSerializer, LongSerializer, DoubleSerializer).
+WIDTHS = {"int": 4, "long": 8, "double": 8}
 
 
 @F.pandas_udf(T.DoubleType())
 def _bytes_to_double(data: pd.Series) -> pd.Series:
     out = np.full(len(data), np.nan)
-    mask = data.notna().to_numpy()
+    # Only 8-byte values: a wrong length is reported by decode()'s check, never half-decoded here.
+    mask = data.map(lambda b: b is not None and len(b) == 8).to_numpy(dtype=bool)
     if mask.any():
         out[mask] = np.frombuffer(b"".join(data[mask]), dtype=">f8")
     result = pd.Series(out)
@@ -36,8 +45,55 @@ def _double_to_bytes(data: pd.Series) -> pd.Series:
     return pd.Series([raw[8 * i : 8 * i + 8] if mask[i] else None for i in range(len(mask))], dtype=object)
 
 
-def decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
-    """The typed column a serde reads from ``col`` (binary)."""
+def problem(col: Column, serde: str) -> Column:
+    """Why ``col`` (binary) is not a valid ``serde`` encoding; null when it is valid (or null)."""
+    if serde in WIDTHS:
+        width = WIDTHS[serde]
+        length = F.octet_length(col)
+        return F.when(
+            col.isNotNull() & (length != width),
+            F.concat(F.lit(f"a {serde} is {width} bytes, this value has "), length.cast("string")),
+        )
+    if serde in ("string", "json"):
+        text = col.cast("string")
+        invalid_utf8 = col.isNotNull() & ~F.is_valid_utf8(text)
+        if serde == "string":
+            return F.when(invalid_utf8, F.lit("not valid UTF-8"))
+        return F.when(invalid_utf8, F.lit("not valid UTF-8")).when(
+            col.isNotNull() & F.try_parse_json(text).isNull(), F.lit("not valid JSON")
+        )
+    return F.lit(None).cast("string")  # bytes: anything goes
+
+
+def record_name(part: str) -> Column:
+    """``value of record <topic>/<partition>@<offset>``, for messages about a source record."""
+    return F.concat(
+        F.lit(f"{part} of record "),
+        F.col("topic"),
+        F.lit("/"),
+        F.col("partition").cast("string"),
+        F.lit("@"),
+        F.col("offset").cast("string"),
+    )
+
+
+def decode(col: Column, serde: str, *, schema: str | None = None, where: Column | None = None) -> Column:
+    """The typed column a serde reads from ``col`` (binary); with ``where``, an invalid value fails
+    the batch with a message naming the record (``where``) and the reason."""
+    decoded = _decode(col, serde, schema=schema)
+    if where is None or serde == "bytes":
+        return decoded
+    bad = problem(col, serde)
+    reason = F.concat(
+        where,
+        F.lit(f" cannot be read with the {serde} serde: "),
+        bad,
+        F.lit(" (deserializationErrors: fail)"),
+    )
+    return F.when(bad.isNotNull(), F.raise_error(reason)).otherwise(decoded)
+
+
+def _decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
     hexed = F.hex(col)
     if serde == "bytes":
         return col

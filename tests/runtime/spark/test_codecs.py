@@ -50,3 +50,45 @@ def test_string_and_json_serdes(spark: SparkSession) -> None:
         ).alias("b")
     ).collect()
     assert json.loads(bytes(out[0].b)) == doc and out[1].b is None
+
+
+POISON = [
+    ("long", b"\x00" * 7, "a long is 8 bytes, this value has 7"),
+    ("int", b"\x00\x01\x02", "a int is 4 bytes, this value has 3"),
+    ("double", b"\x00" * 4, "a double is 8 bytes, this value has 4"),
+    ("double", b"\x00" * 9, "a double is 8 bytes, this value has 9"),
+    ("string", b"ok \xff\xfe", "not valid UTF-8"),
+    ("json", b'{"amount": 1', "not valid JSON"),
+    ("json", b"\xff", "not valid UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("serde", "raw", "reason"), POISON)
+def test_a_value_the_serde_cannot_read_fails_naming_the_record_and_the_reason(
+    spark: SparkSession, serde: str, raw: bytes, reason: str
+) -> None:
+    """Never a silent null or a mis-decoded number: the batch fails with topic/partition@offset."""
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark import codecs
+
+    good = {
+        "long": struct.pack(">q", 5),
+        "int": struct.pack(">i", 5),
+        "double": struct.pack(">d", 5.0),
+        "string": b"five",
+        "json": b'{"amount": 5}',
+    }[serde]
+    df = spark.createDataFrame(
+        [(good, "orders", 2, 40), (None, "orders", 2, 41), (raw, "orders", 2, 42)],
+        "value binary, topic string, partition int, offset long",
+    )
+    schema = "amount DOUBLE" if serde == "json" else None
+    decoded = df.select(
+        codecs.decode(F.col("value"), serde, schema=schema, where=codecs.record_name("value"))
+    )
+    assert decoded.limit(2).count() == 2  # the valid value and the tombstone decode
+    with pytest.raises(Exception) as failure:  # Spark wraps it: the message is what matters
+        decoded.collect()
+    message = str(failure.value)
+    assert f"value of record orders/2@42 cannot be read with the {serde} serde: {reason}" in message, message

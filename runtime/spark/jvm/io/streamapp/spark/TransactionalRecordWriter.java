@@ -243,8 +243,29 @@ public final class TransactionalRecordWriter {
     producer.sendOffsetsToTransaction(
         Map.of(marker, new OffsetAndMetadata(batchId + 1, metadata)),
         new ConsumerGroupMetadata(group));
+    faultPoint("in-transaction");
     producer.commitTransaction();
+    faultPoint("committed");
     return written;
+  }
+
+  /**
+   * Fault injection for tests/chaos only: with {@code STREAMAPP_FAULT_DIR} set, a task touches
+   * {@code <dir>/<point>} and holds for {@code STREAMAPP_FAULT_HOLD_MS} (default 400), so that a
+   * kill -9 can be aimed at the transaction window (before the commit) or at the gap between the
+   * sink's commit and Spark's commit log (after it). Unset, it costs one getenv per transaction.
+   */
+  private static void faultPoint(String point) {
+    String dir = System.getenv("STREAMAPP_FAULT_DIR");
+    if (dir == null) {
+      return;
+    }
+    try {
+      java.nio.file.Files.writeString(java.nio.file.Path.of(dir, point), Long.toString(System.nanoTime()));
+      Thread.sleep(Long.parseLong(System.getenv().getOrDefault("STREAMAPP_FAULT_HOLD_MS", "400")));
+    } catch (java.io.IOException | InterruptedException e) {
+      throw new RuntimeException("fault injection point " + point + ": " + e, e);
+    }
   }
 
   private static KafkaProducer<byte[], byte[]> checkout(
