@@ -18,7 +18,7 @@ import yaml
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.manifest import models
-from streamapp.runtime.topology import durations, graph, nodes, validate
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
 
 __all__ = ["build_topology", "load_manifest", "validate_manifest"]
 
@@ -29,6 +29,7 @@ _ENDED = {
     "print": "nothing can follow print: it ends the stream (to print and go on, use peek, or two streams)",
 }
 _AGGREGATIONS = ("count", "aggregate", "reduce", "cogroup")
+_JOINS: Mapping[str, type[join_nodes.JoinNode]] = {t.op: t for t in join_nodes.JOIN_NODES}
 _OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
 #: Type names pydantic puts into error locations for union members; a user never wrote them.
 _UNION_MEMBERS = {"str", "SerdeObject", "LogicObject", "ToSpec"}
@@ -368,6 +369,46 @@ class _Converter:
             **functions, **window,
         )  # fmt: skip
 
+    def join(
+        self,
+        node_type: type[join_nodes.JoinNode],
+        spec: models.JoinSpec,
+        tail: str,
+        path: str,
+        name: str | None,
+    ) -> str:
+        """A join node whose second parent is the tail of the stream named in ``with``."""
+        other = self.tails.get(spec.with_)
+        if other is None:
+            known = ", ".join(self.tails) or "none"
+            self.problem(f"{path}.with", f"unknown stream {spec.with_!r} (streams defined so far: {known})")
+            return tail  # no join node: the graph checks would only repeat the problem
+        if other[1] in _TERMINAL:
+            self.problem(f"{path}.with", f"stream {spec.with_!r} ends with {other[1]}; it cannot be joined")
+        windows = None
+        if spec.windows is not None:
+            w, where = spec.windows, f"{path}.windows"
+            if w.time_difference is not None and (w.before is not None or w.after is not None):
+                self.problem(where, "give timeDifference, or before and/or after, not both")
+            if w.time_difference is None and w.before is None and w.after is None:
+                self.problem(where, "give timeDifference, or before and/or after")
+            difference = (
+                0
+                if w.time_difference is None
+                else self.duration(w.time_difference, f"{where}.timeDifference")
+            )
+            before = self.duration(w.before, f"{where}.before") if w.before is not None else None
+            after = self.duration(w.after, f"{where}.after") if w.after is not None else None
+            windows = join_nodes.JoinWindows(
+                before=before if before is not None else (after if after is not None else difference),
+                after=after if after is not None else (before if before is not None else difference),
+                grace=self.duration(w.grace, f"{where}.grace"),
+            )
+        parents = (tail, other[0])
+        return self.add(
+            node_type, parents, path, name, joiner=self.logic(spec.joiner, f"{path}.joiner"), windows=windows
+        )
+
     def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
         if op in _LOGIC_NODES:
             node_type, field = _LOGIC_NODES[op]
@@ -416,6 +457,8 @@ class _Converter:
             return self.add(nodes.GroupBy, (tail,), path, name, selector=selector)
         if op in _AGGREGATIONS:
             return self.aggregation(op, spec, tail, path, name)
+        if op in _JOINS:
+            return self.join(_JOINS[op], spec, tail, path, name)
         if op in ("toStream", "toTable", "suppress"):
             node_type = {"toStream": nodes.ToStream, "toTable": nodes.ToTable, "suppress": nodes.Suppress}[op]
             return self.add(node_type, (tail,), path, name)

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
-from streamapp.runtime.spark import codecs, frames, runner, sink
+from streamapp.runtime.spark import codecs, compilers, frames, runner, sink
 from streamapp.runtime.topology import graph
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
@@ -71,6 +71,8 @@ def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
 #: Nodes Spark's built-in aggregation cannot run with Kafka Streams' semantics: they run on the
 #: stateful engine (transformWithStateInPandas), and then so does every aggregation of the app.
 def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
+    if compilers.lookup(node) is not None:
+        return True  # joins: append-mode changelogs, like the engine's aggregations
     if isinstance(node, nd.Source):
         return node.table
     if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce, nd.Cogroup)):
@@ -94,6 +96,15 @@ class _Compiler:
         self.late: dict[str, Any] = {}
         #: per table node, the changelog frame a KTable groupBy re-aggregates
         self.tables: dict[str, frames.RecordFrame] = {}
+        #: per table source, its records as read (joins order them with the other side's)
+        self.raw_tables: dict[str, frames.RecordFrame] = {}
+
+    def rekeyed(self, node: nd.Node) -> bool:
+        return self._rekeyed(node)
+
+    def partitions(self) -> int:
+        plan = next(iter(self.frames.values())).df
+        return int(plan.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:
@@ -240,6 +251,9 @@ class _Compiler:
 
     def _node(self, node: graph.Node) -> None:
         op, p = node.op, node.params
+        if (compile_node := compilers.lookup(node)) is not None:
+            self.frames[node.name] = compile_node(self, node)
+            return
         stateful = self._stateful(node)
         if stateful is not None:
             self.frames[node.name] = stateful
@@ -258,6 +272,7 @@ class _Compiler:
             if isinstance(node, nd.Source) and node.table:
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
+                self.raw_tables[node.name] = frame
                 frame = ops.table(frame)
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import durations, graph, nodes, validate
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
 
 __all__ = [
     "BranchedKStream",
     "CogroupedKStream",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -241,6 +242,70 @@ class KStream:
 
     def print(self, *, label: str | None = None, name: str | None = None) -> None:
         self._then(nodes.Print, name, label=label)
+
+    def join(
+        self,
+        other: KStream | KTable,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows | None = None,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Inner join with a table (each record sees the table as it is then) or, with
+        ``windows``, with another stream (records within the join window of each other)."""
+        node = _join(self.builder, join_nodes.Join, self.node, other.node, joiner, windows, returns, name)
+        return KStream(self.builder, node)
+
+    def left_join(
+        self,
+        other: KStream | KTable,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows | None = None,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Like :meth:`join`, and a record without a match is emitted with ``right`` null (for a
+        windowed join: once its window has closed)."""
+        node = _join(self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, windows, returns, name)
+        return KStream(self.builder, node)
+
+    def outer_join(
+        self,
+        other: KStream,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Windowed outer join of two streams: unmatched records of either side are emitted with
+        the other side null once their window has closed."""
+        node = _join(
+            self.builder, join_nodes.OuterJoin, self.node, other.node, joiner, windows, returns, name
+        )
+        return KStream(self.builder, node)
+
+
+JoinWindows = join_nodes.JoinWindows
+
+
+def _join(
+    builder: StreamsBuilder,
+    node_type: type[join_nodes.JoinNode],
+    left: str,
+    right: str,
+    joiner: Logic,
+    windows: join_nodes.JoinWindows | None,
+    returns: str | None,
+    name: str | None,
+) -> str:
+    """One join node; ``joiner`` reads ``left`` and ``right`` (an expression) or is a Python
+    function ``(left, right)`` / ``(key, left, right)`` run as a vectorised UDF."""
+    return builder._add(
+        node_type, (left, right), name, joiner=to_logic(joiner, returns=returns), windows=windows
+    )
 
 
 def _function(logic: Logic | None, what: str) -> nodes.Function | None:
@@ -473,6 +538,25 @@ class KTable:
 
     def to_stream(self, *, name: str | None = None) -> KStream:
         return KStream(self.builder, self._then(nodes.ToStream, name))
+
+    def join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away."""
+        node = _join(self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
+
+    def left_join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        node = _join(self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
+
+    def outer_join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        node = _join(self.builder, join_nodes.OuterJoin, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,170 @@
+"""Joins on Spark: both inputs in one frame, one stateful step per task, then the joiner.
+
+Spark has no stateful operator with two inputs, so the two sides are unioned with a side tag
+(``side``: 0 left, 1 right; each side's value in its own column, ``lv`` or ``rv``, so the two
+value types need not agree) and grouped by *task*: the input partition when both sides are
+read straight from co-partitioned topics (as Kafka Streams' tasks), else the key's hash modulo
+the state partitions (Kafka Streams' repartition topic). Each task runs a processor of
+:mod:`.join_logic` over the micro-batch in Kafka Streams' order, with its state in one pickled
+value (:mod:`.engine`), and emits ``(key, left, right, ts)`` rows; the joiner then computes the
+value from ``key``, ``left`` and ``right`` as a Spark expression or a vectorised Python function.
+
+Time mode is ``None``: a left/outer result is emitted when a later record advances the task's
+stream time past its window (as in Kafka Streams, where stream time only moves with records),
+so no processing-time timers are needed and the output does not depend on batch boundaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from pyspark.accumulators import Accumulator
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamapp.runtime.spark.frames import Logic, RecordFrame
+from streamapp.runtime.spark.stateful import engine, join_logic
+
+__all__ = ["Side", "join", "joiner_column", "pairs"]
+
+_RESULT_COLUMNS = ("key", "left", "right", "ts")
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One input of a join: its records, and whether its partitions are Kafka's own (a task)."""
+
+    frame: RecordFrame
+    partitioned: bool
+
+
+def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str) -> DataFrame:
+    own = F.col("value")
+    return frame.df.select(
+        F.col("key").cast(key_type).alias("key"),
+        F.lit(side).alias("side"),
+        (own if side == join_logic.LEFT else F.lit(None)).cast(lv).alias("lv"),
+        (own if side == join_logic.RIGHT else F.lit(None)).cast(rv).alias("rv"),
+        F.unix_millis("timestamp").alias("ts"),
+        F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
+        F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
+    )
+
+
+def _type(frame: RecordFrame, column: str) -> str:
+    return str(frame.df.schema[column].dataType.simpleString())
+
+
+def _processor(kind: str, how: str, windows: Any) -> Any:
+    if kind == "stream-table":
+        return join_logic.StreamTableJoin(left_join=how == "left")
+    if kind == "table-table":
+        return join_logic.TableTableJoin(how)
+    return join_logic.StreamStreamJoin(how, before=windows.before, after=windows.after, grace=windows.grace)
+
+
+def pairs(
+    kind: str,
+    how: str,
+    left: Side,
+    right: Side,
+    *,
+    windows: Any = None,
+    partitions: int,
+    late_counter: Accumulator[int] | None = None,
+) -> DataFrame:
+    """The join's ``(key, left, right, ts)`` rows (before the joiner), in append mode."""
+    key_type, lv, rv = _type(left.frame, "key"), _type(left.frame, "value"), _type(right.frame, "value")
+    union = _tagged(0, left.frame, key_type, lv, rv).unionByName(_tagged(1, right.frame, key_type, lv, rv))
+    task: Column = (
+        F.col("partition")
+        if left.partitioned and right.partitioned
+        else F.pmod(F.hash("key"), F.lit(partitions)).cast("int")
+    )
+    union = union.withColumn("task", task)
+    processor = _processor(kind, how, windows)
+    first = join_logic.RIGHT if kind == "stream-table" else join_logic.LEFT
+
+    def step(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        state = state if state is not None else processor.new_state()
+        records = zip(
+            batch["side"].tolist(),
+            engine.pylist(batch["key"]),
+            [lv if s == join_logic.LEFT else rv for s, lv, rv in zip(
+                batch["side"].tolist(), engine.pylist(batch["lv"]), engine.pylist(batch["rv"]), strict=True
+            )],
+            batch["ts"].tolist(),
+            batch["partition"].tolist(),
+            batch["offset"].tolist(),
+            strict=True,
+        )  # fmt: skip
+        out: list[join_logic.Result] = []
+        late = 0
+        for record in join_logic.merge_order(records, first=first):
+            if processor.process(state, record, out.append) is False:
+                late += 1
+        if late and late_counter is not None:
+            late_counter.add(late)
+        return state, pd.DataFrame(out, columns=list(_RESULT_COLUMNS))
+
+    schema = f"key {key_type}, left {lv}, right {rv}, ts bigint"
+    return engine.run(union, "task", step, schema)
+
+
+def _arity(function: Callable[..., Any]) -> int:
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return len([p for p in inspect.signature(function).parameters.values() if p.kind in kinds])
+
+
+def joiner_column(joiner: Logic, *, default_type: str) -> Column:
+    """The joiner over ``key``, ``left`` and ``right``: an expression, or a Python function
+    ``(left, right)`` or ``(key, left, right)`` run as a vectorised UDF over pandas Series."""
+    if joiner.expr is not None:
+        return F.expr(joiner.expr)
+    function = joiner.function
+    assert function is not None
+    arity = _arity(function)
+    returns = joiner.returns or default_type
+    name = getattr(function, "__qualname__", "joiner")
+    if arity == 2:
+
+        def two(left: pd.Series, right: pd.Series) -> pd.Series:
+            return pd.Series(function(left, right))
+
+        two.__name__ = name
+        return F.pandas_udf(two, returns)(F.col("left"), F.col("right"))
+    if arity == 3:
+
+        def three(key: pd.Series, left: pd.Series, right: pd.Series) -> pd.Series:
+            return pd.Series(function(key, left, right))
+
+        three.__name__ = name
+        return F.pandas_udf(three, returns)(F.col("key"), F.col("left"), F.col("right"))
+    raise TypeError(
+        f"the joiner {name} takes {arity} parameters; expected (left, right) or (key, left, right)"
+    )
+
+
+def join(
+    kind: str,
+    how: str,
+    left: Side,
+    right: Side,
+    joiner: Logic,
+    *,
+    windows: Any = None,
+    partitions: int,
+    late_counter: Accumulator[int] | None = None,
+) -> RecordFrame:
+    """The join's output records: a stream (stream-table, stream-stream) or a table changelog
+    (table-table: a result that went away is a tombstone, its value null, never run through the
+    joiner)."""
+    rows = pairs(kind, how, left, right, windows=windows, partitions=partitions, late_counter=late_counter)
+    value = joiner_column(joiner, default_type=_type(left.frame, "value"))
+    if kind == "table-table":
+        value = F.when(F.col("left").isNotNull() | F.col("right").isNotNull(), value)
+    return engine.as_record_frame(rows.select("key", value.alias("value"), "ts"))
