@@ -9,12 +9,16 @@ ties to the table side), not in Spark's batch order.
 from __future__ import annotations
 
 import pathlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from streamapp.runtime import manifest
 from streamapp.runtime.kafka import admin
 from streamapp.runtime.serdes import Serdes
 from streamapp.runtime.topology import JoinWindows, StreamsBuilder
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import kstreams_oracle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -134,6 +138,23 @@ def _outputs(
     return got, late
 
 
+def _kstreams(
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    scenario: str,
+    inputs: dict[str, str],
+    outputs: list[str],
+) -> tuple[dict[str, list[Any]], int]:
+    """The same scenario in Kafka Streams: its output per topic, and its late-dropped records."""
+    topics = {name: new_topic(partitions=1) for name in outputs}
+    dropped = kstreams_oracle.run(bootstrap, scenario, {**inputs, **topics}, tmp_path / "kstreams")
+    got = {
+        name: _decode(admin.consume(bootstrap, topic, timeout=20, idle=2)) for name, topic in topics.items()
+    }
+    return got, dropped
+
+
 def test_stream_table_join_sees_the_table_as_it_evolves_whatever_the_batch_size(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
 ) -> None:
@@ -148,6 +169,10 @@ def test_stream_table_join_sees_the_table_as_it_evolves_whatever_the_batch_size(
     ]
     assert runs[1] == runs[0]
     got, _ = runs[0]
+    oracle, _ = _kstreams(
+        kafka_bootstrap, new_topic, tmp_path, "stream-table", inputs, ["joined", "left-joined"]
+    )
+    assert got == oracle
     # Each result carries the stream record's timestamp (seed 004).
     assert got["joined"] == [
         ("u1", "a@alice", 5),
@@ -255,7 +280,12 @@ def test_stream_stream_joins_emit_null_sides_only_once_windows_closed(
     ]
     assert runs[1] == runs[0]
     got, late = runs[0]
+    oracle, dropped = _kstreams(
+        kafka_bootstrap, new_topic, tmp_path, "stream-stream", inputs, ["inner", "left", "outer"]
+    )
+    assert got == oracle
     assert sorted(late.values()) == [1, 1, 1]  # A0's put, in each of the three joins
+    assert dropped == 3
     # Inner results carry the max of both timestamps (seed 004).
     assert got["inner"] == [("a", "A1+a1", 105), ("b", "B2+b1", 118)]
     assert got["left"] == [
@@ -298,3 +328,82 @@ def test_stream_stream_builder_form_and_describe() -> None:
         f"Processor: {name} (joiner: concat(coalesce(left, '-'), '+', coalesce(right, '-')), "
         f"windows: before: 10000ms, after: 10000ms, grace: 5000ms, stores: [{', '.join(stores)}])"
     ) in text
+
+
+TABLE_TABLE = """
+apiVersion: streamapp.io/v1alpha1
+kind: StreamApp
+metadata: {name: tables}
+spec:
+  topology:
+    defaults: {keySerde: string, valueSerde: string}
+    streams:
+      - name: left-table
+        from: {topic: left-table, as: table}
+      - name: right-table
+        from: {topic: right-table, as: table}
+      - from: {stream: left-table}
+        steps:
+          - join: {with: right-table, joiner: "concat(left, '=', right)"}
+          - toStream: {}
+          - to: {topic: inner}
+      - from: {stream: left-table}
+        steps:
+          - leftJoin: {with: right-table, joiner: "concat(left, '=', coalesce(right, '-'))"}
+          - toStream: {}
+          - to: {topic: left}
+      - from: {stream: left-table}
+        steps:
+          - outerJoin: {with: right-table, joiner: "concat(coalesce(left, '-'), '=', coalesce(right, '-'))"}
+          - toStream: {}
+          - to: {topic: outer}
+"""
+
+LEFT_TABLE = [
+    ("k1", "a1", 1),
+    ("k2", "x1", 2),
+    ("k1", "a2", 10),
+    ("k3", "c1", 12),
+    ("k1", None, 20),
+    ("k2", None, 25),
+]
+RIGHT_TABLE = [
+    ("k1", "b1", 5),
+    ("k2", "y1", 6),
+    ("k3", None, 11),
+    ("k1", "b2", 15),
+    ("k2", None, 22),
+    ("k1", "b3", 30),
+]
+
+
+def _by_key(records: list[tuple[Any, Any, int]]) -> dict[Any, list[tuple[Any, int]]]:
+    """Per key, in order: a table's changelog is ordered per key (keys interleave by batch)."""
+    out: dict[Any, list[tuple[Any, int]]] = {}
+    for key, value, ts in records:
+        out.setdefault(key, []).append((value, ts))
+    return out
+
+
+def test_table_table_joins_emit_a_changelog_with_tombstones(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    left, right = new_topic(partitions=1), new_topic(partitions=1)
+    admin.produce(kafka_bootstrap, left, _records(LEFT_TABLE))
+    admin.produce(kafka_bootstrap, right, _records(RIGHT_TABLE))
+    topology = manifest.build_topology(manifest.load_manifest(TABLE_TABLE))
+    inputs = {"left-table": left, "right-table": right}
+    names = ["inner", "left", "outer"]
+    runs = [
+        _outputs(spark, kafka_bootstrap, new_topic, tmp_path, topology, inputs, names, n) for n in (None, 1)
+    ]
+    per_key = [{name: _by_key(records) for name, records in got.items()} for got, _ in runs]
+    assert per_key[1] == per_key[0]
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, "table-table", inputs, names)
+    assert {name: _by_key(records) for name, records in oracle.items()} == per_key[0]
+    got = per_key[0]
+    # Results carry the max of both sides' timestamps; a result that goes away is a tombstone.
+    assert got["inner"] == {
+        "k1": [("a1=b1", 5), ("a2=b1", 10), ("a2=b2", 15), (None, 20)],
+        "k2": [("x1=y1", 6), (None, 22)],
+    }
