@@ -248,14 +248,9 @@ class _Converter:
         if len([x for x in (src.topic, src.topics, src.stream) if x]) != 1:
             self.problem(f"{path}.from", "give exactly one of topic, topics or stream")
             return None
-        if src.as_ == "globalTable":
+        if src.as_ in ("table", "globalTable") and src.stream:
             self.problem(
-                f"{path}.from.as", "globalTable sources are reserved for joins and not supported yet"
-            )
-            return None
-        if src.as_ == "table" and src.stream:
-            self.problem(
-                f"{path}.from.as", "as: table reads topics; to make a stream a table, use a toTable step"
+                f"{path}.from.as", f"as: {src.as_} reads topics; to make a stream a table, use a toTable step"
             )
             return None
         if src.stream:
@@ -279,7 +274,7 @@ class _Converter:
                 return None
             return tail
         return self.add(
-            nodes.Source,
+            join_nodes.GlobalTableSource if src.as_ == "globalTable" else nodes.Source,
             (),
             f"{path}.from",
             None,
@@ -287,7 +282,7 @@ class _Converter:
             key_serde=_serde(src.key_serde),
             value_serde=_serde(src.value_serde),
             timestamp=src.timestamp,
-            table=src.as_ == "table",
+            table=src.as_ != "stream",
         )
 
     def duration(self, value: models.Duration, path: str) -> int:
@@ -405,9 +400,9 @@ class _Converter:
                 grace=self.duration(w.grace, f"{where}.grace"),
             )
         parents = (tail, other[0])
-        return self.add(
-            node_type, parents, path, name, joiner=self.logic(spec.joiner, f"{path}.joiner"), windows=windows
-        )
+        key = None if spec.key is None else self.logic(spec.key, f"{path}.key")
+        joiner = self.logic(spec.joiner, f"{path}.joiner")
+        return self.add(node_type, parents, path, name, joiner=joiner, windows=windows, key=key)
 
     def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
         if op in _LOGIC_NODES:

@@ -261,6 +261,10 @@ class JoinSpec(_Model):
     windows: JoinWindowsSpec | None = pydantic.Field(
         default=None, description="Stream-stream joins only: the join window."
     )
+    key: LogicSpec | None = pydantic.Field(
+        default=None,
+        description="GlobalKTable joins only: the table key to look up, computed from the stream record.",
+    )
 
 
 class Step(_Model):
@@ -354,7 +358,8 @@ class FromSpec(_Model):
         default="stream",
         alias="as",
         description="Read the topics as a KStream (default) or as a table (latest value per key; a "
-        "null value deletes the key); globalTable is reserved for joins and not accepted yet.",
+        "null value deletes the key); globalTable: a table every task holds in full, joined from a "
+        "stream by a key extractor (join/leftJoin with key) without repartitioning.",
     )
 
 

@@ -99,6 +99,20 @@ class _Compiler:
         #: per table source, its records as read (joins order them with the other side's)
         self.raw_tables: dict[str, frames.RecordFrame] = {}
 
+    def read_source(self, node: nd.Source) -> frames.RecordFrame:
+        """A source's records as read: decoded by its serdes, with its event time."""
+        key, value = self.topology.key_serde(node), self.topology.value_serde(node)
+        frame = frames.RecordFrame.from_kafka(
+            self.read(list(node.topics)),
+            key_serde=key.name,
+            value_serde=value.name,
+            key_schema=key.schema,
+            value_schema=value.schema,
+        )
+        if node.timestamp is not None:
+            frame = frame._with(timestamp=F.timestamp_millis(F.expr(node.timestamp).cast("bigint")))
+        return frame
+
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
 
@@ -259,17 +273,9 @@ class _Compiler:
             self.frames[node.name] = stateful
             return
         if op == "source":
-            key, value = self.topology.key_serde(node), self.topology.value_serde(node)
-            frame = frames.RecordFrame.from_kafka(
-                self.read(p["topics"]),
-                key_serde=key.name,
-                value_serde=value.name,
-                key_schema=key.schema,
-                value_schema=value.schema,
-            )
-            if "timestamp" in p:
-                frame = frame._with(timestamp=F.timestamp_millis(F.expr(p["timestamp"]).cast("bigint")))
-            if isinstance(node, nd.Source) and node.table:
+            assert isinstance(node, nd.Source)
+            frame = self.read_source(node)
+            if node.table:
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
                 self.raw_tables[node.name] = frame

@@ -36,7 +36,8 @@ Node = nd.Node
 
 #: Operation → the word Kafka Streams uses in generated processor names.
 #: Every node type by operation: the common ones and the joins (their own module).
-_TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in join_nodes.JOIN_NODES}}
+_JOIN_TYPES: tuple[type[nd.Node], ...] = (*join_nodes.JOIN_NODES, join_nodes.GlobalTableSource)
+_TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOIN_TYPES}}
 OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
@@ -93,6 +94,8 @@ class Topology:
     def join_kind(self, node: join_nodes.JoinNode) -> str:
         """``stream-table``, ``stream-stream`` or ``table-table`` (else the two parents' kinds)."""
         kinds = [self.kind(p) for p in node.parents]
+        if kinds == [STREAM, TABLE] and isinstance(self.node(node.parents[1]), join_nodes.GlobalTableSource):
+            return "stream-globalTable"
         if kinds == [STREAM, TABLE]:
             return "stream-table"
         if kinds == [STREAM, STREAM]:

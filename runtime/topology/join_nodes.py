@@ -17,10 +17,31 @@ from typing import ClassVar
 
 from streamapp.runtime.topology import nodes
 
-__all__ = ["JOIN_KINDS", "JOIN_NODES", "Join", "JoinNode", "JoinWindows", "LeftJoin", "OuterJoin"]
+__all__ = [
+    "JOIN_KINDS",
+    "JOIN_NODES",
+    "GlobalTableSource",
+    "Join",
+    "JoinNode",
+    "JoinWindows",
+    "LeftJoin",
+    "OuterJoin",
+]
 
 #: What a join joins, by the kinds of its two parents (see :meth:`graph.Topology.join_kind`).
-JOIN_KINDS = ("stream-table", "stream-stream", "table-table")
+JOIN_KINDS = ("stream-table", "stream-stream", "table-table", "stream-globalTable")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlobalTableSource(nodes.Source):
+    """``builder.globalTable(topic)``: a table every task holds in full, joined from a stream by a
+    key extractor without repartitioning the stream (Kafka Streams' GlobalKTable)."""
+
+    op: ClassVar[str] = "globalTable"
+    table: bool = True
+
+    def detail(self) -> str:
+        return f"topics: [{', '.join(self.topics)}], as: globalTable"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +88,15 @@ class JoinNode(nodes.Node):
     how: ClassVar[str] = "inner"
     joiner: nodes.Logic
     windows: JoinWindows | None = None
+    #: GlobalKTable joins: the table key to look up, computed from the stream record (KeyValueMapper).
+    key: nodes.Logic | None = None
 
     def detail(self) -> str:
-        logic = self.joiner
-        parts = [f"joiner: {logic.sql if isinstance(logic, nodes.Expr) else logic.ref}"]
+        parts = [
+            f"{name}: {logic.sql if isinstance(logic, nodes.Expr) else logic.ref}"
+            for name, logic in (("key", self.key), ("joiner", self.joiner))
+            if logic is not None
+        ]
         if self.windows is not None:
             parts.append(f"windows: {self.windows.describe()}")
         return ", ".join(parts)
@@ -82,6 +108,8 @@ class JoinNode(nodes.Node):
             return stores + ([f"{self.name}-outer-shared-join-store"] if self.how != "inner" else [])
         if kind == "stream-table":
             return [f"{self.parents[1]}-store"]
+        if kind == "stream-globalTable":
+            return [f"{self.parents[1]}-global-store"]
         return [f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
 
 

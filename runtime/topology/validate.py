@@ -120,6 +120,9 @@ class _Checker:
     def kinds(self, node: nodes.Node) -> None:
         """Which operation may follow which: streams, tables and groupings, as in Kafka Streams."""
         topology = self.topology
+        if message := validate_joins.global_table_problem(topology, node):
+            self.problem(node, "", message)
+            return
         if isinstance(node, join_nodes.JoinNode):
             for suffix, message in validate_joins.problems(topology, node):
                 self.problem(node, suffix, message)

@@ -15,7 +15,7 @@ from sqlglot import exp
 from streamapp.runtime.expressions import check
 from streamapp.runtime.topology import graph, join_nodes, nodes
 
-__all__ = ["JOINER_COLUMNS", "joiner_problem", "problems"]
+__all__ = ["JOINER_COLUMNS", "global_table_problem", "joiner_problem", "problems"]
 
 #: What a joiner expression may read: the join key and the two sides' values.
 JOINER_COLUMNS = ("key", "left", "right")
@@ -24,6 +24,7 @@ _SUPPORTED = {
     "stream-table": ("join", "leftJoin"),
     "stream-stream": ("join", "leftJoin", "outerJoin"),
     "table-table": ("join", "leftJoin", "outerJoin"),
+    "stream-globalTable": ("join", "leftJoin"),
 }
 
 
@@ -72,7 +73,31 @@ def problems(topology: graph.Topology, node: join_nodes.JoinNode) -> list[tuple[
             out.append((".windows", f"before, after and grace must not be negative ({w.describe()})"))
     elif node.windows is not None:
         out.append((".windows", f"only a stream-stream join is windowed, this is a {kind} join"))
+    if kind == "stream-globalTable" and node.key is None:
+        out.append((".key", "a GlobalKTable join needs key: the table key, computed from the stream record"))
+    elif kind != "stream-globalTable" and node.key is not None:
+        out.append((".key", f"only a GlobalKTable join takes a key extractor, this is a {kind} join"))
+    if node.key is not None:
+        message = (
+            check.check_function_ref(node.key.ref)
+            if isinstance(node.key, nodes.Function)
+            else check.check_expression(node.key.sql)
+        )
+        if message:
+            out.append((".key", message))
     if message := joiner_problem(node.joiner):
         suffix = ".joiner.function" if isinstance(node.joiner, nodes.Function) else ".joiner"
         out.append((suffix, message))
     return out
+
+
+def global_table_problem(topology: graph.Topology, node: nodes.Node) -> str | None:
+    """A GlobalKTable is only joined from a stream (Kafka Streams has no other operation on it)."""
+    for k, parent in enumerate(node.parents):
+        if isinstance(topology.node(parent), join_nodes.GlobalTableSource) and not (
+            isinstance(node, join_nodes.JoinNode) and k == 1
+        ):
+            return (
+                f"{parent} is a globalTable: it can only be joined from a stream (join or leftJoin with key)"
+            )
+    return None

@@ -30,6 +30,10 @@ class Context(Protocol):
         """Node name → Spark accumulator of records dropped as late (the runner reports them)."""
         ...
 
+    def read_source(self, node: nodes.Source) -> RecordFrame:
+        """A source's records as read: decoded by its serdes, with its event time."""
+        ...
+
     def rekeyed(self, node: nodes.Node) -> bool:
         """Whether the key may have changed since the source (Kafka Streams would repartition)."""
         ...

@@ -16,7 +16,7 @@ from streamapp.runtime.spark.compilers import context
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.topology import graph, join_nodes, nodes
 
-__all__ = ["COMPILERS", "compile_join"]
+__all__ = ["COMPILERS", "compile_global_table", "compile_join"]
 
 #: Operations that keep Kafka's partitions and keys: records stay in the task they were read in.
 _KEEPS_PARTITIONS = frozenset(
@@ -47,10 +47,25 @@ def _joiner(logic: nodes.Logic) -> Logic:
     return Logic(function=compiler.resolve_function(logic.ref), returns=logic.returns)
 
 
+def compile_global_table(ctx: context.Context, node: join_nodes.GlobalTableSource) -> RecordFrame:
+    """A global table's records as read: the joins that look it up hold it in every task."""
+    return ctx.read_source(node)
+
+
 def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame:
     from streamapp.runtime.spark.stateful import join_ops  # noqa: PLC0415 - only apps with joins
 
     kind = ctx.topology.join_kind(node)
+    if kind == "stream-globalTable":
+        assert node.key is not None
+        return join_ops.global_join(
+            ctx.frames[node.parents[0]],
+            ctx.frames[node.parents[1]],
+            key=_joiner(node.key),
+            joiner=_joiner(node.joiner),
+            left_join=node.how == "left",
+            partitions=ctx.partitions(),
+        )
     left, right = (_side(ctx, p) for p in node.parents)
     counter = None
     if kind == "stream-stream":
@@ -68,4 +83,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
     )
 
 
-COMPILERS: Mapping[type[nodes.Node], context.Compile] = {join_nodes.JoinNode: compile_join}
+COMPILERS: Mapping[type[nodes.Node], context.Compile] = {
+    join_nodes.JoinNode: compile_join,
+    join_nodes.GlobalTableSource: compile_global_table,
+}

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.spark.stateful import engine, join_logic
 
-__all__ = ["Side", "join", "joiner_column", "pairs"]
+__all__ = ["Side", "global_join", "join", "joiner_column", "pairs"]
 
 _RESULT_COLUMNS = ("key", "left", "right", "ts")
 
@@ -167,4 +167,75 @@ def join(
     value = joiner_column(joiner, default_type=_type(left.frame, "value"))
     if kind == "table-table":
         value = F.when(F.col("left").isNotNull() | F.col("right").isNotNull(), value)
+    return engine.as_record_frame(rows.select("key", value.alias("value"), "ts"))
+
+
+def global_join(
+    stream: RecordFrame,
+    table: RecordFrame,
+    *,
+    key: Logic,
+    joiner: Logic,
+    left_join: bool,
+    partitions: int,
+) -> RecordFrame:
+    """A stream joined with a GlobalKTable by a key extractor, without repartitioning the stream.
+
+    Every task holds the whole table: its records are sent to every task (``partitions`` of
+    them; the stream's partition modulo that is its task). In each micro-batch a task applies the
+    table's records first, in offset order — Kafka Streams bootstraps a global table before any
+    stream record and keeps updating it from its own thread, ahead of the tasks — then looks up
+    ``key`` (computed from each stream record) for its stream records in offset order. The
+    result has the stream record's key and timestamp. A null lookup key drops the record in
+    ``join`` and gives a null table value in ``leftJoin``; a null stream value is dropped.
+    """
+    lookup = stream.evaluate(key, default_type=_type(stream, "key"))
+    table_key = _type(table, "key")
+    out_key, lv, rv = _type(stream, "key"), _type(stream, "value"), _type(table, "value")
+    columns = [
+        F.unix_millis("timestamp").alias("ts"),
+        F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
+        F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
+    ]
+    records = stream.df.select(
+        F.col("key").alias("key"),
+        lookup.cast(table_key).alias("jk"),
+        F.lit(join_logic.LEFT).alias("side"),
+        F.col("value").cast(lv).alias("lv"),
+        F.lit(None).cast(rv).alias("rv"),
+        *columns,
+    ).withColumn("task", F.pmod(F.col("partition"), F.lit(partitions)).cast("int"))
+    updates = table.df.select(
+        F.lit(None).cast(out_key).alias("key"),
+        F.col("key").cast(table_key).alias("jk"),
+        F.lit(join_logic.RIGHT).alias("side"),
+        F.lit(None).cast(lv).alias("lv"),
+        F.col("value").cast(rv).alias("rv"),
+        *columns,
+    ).withColumn("task", F.explode(F.sequence(F.lit(0), F.lit(partitions - 1))))
+    union = records.unionByName(updates)
+    processor = join_logic.StreamTableJoin(left_join=left_join)
+
+    def step(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        state = state if state is not None else processor.new_state()
+        batch = batch.sort_values(
+            ["side", "partition", "offset"], ascending=[False, True, True], kind="stable"
+        )
+        out: list[join_logic.Result] = []
+        keys = engine.pylist(batch["key"])
+        for side, own_key, jk, left, right, ts, part, off in zip(
+            batch["side"].tolist(), keys, engine.pylist(batch["jk"]), engine.pylist(batch["lv"]),
+            engine.pylist(batch["rv"]), batch["ts"].tolist(), batch["partition"].tolist(),
+            batch["offset"].tolist(), strict=True,
+        ):  # fmt: skip
+            if side == join_logic.RIGHT:
+                processor.process(state, (side, jk, right, ts, part, off), out.append)
+                continue
+            results: list[join_logic.Result] = []
+            processor.process(state, (side, jk, left, ts, part, off), results.append)
+            out.extend((own_key, lv_, rv_, ts_) for _, lv_, rv_, ts_ in results)
+        return state, pd.DataFrame(out, columns=list(_RESULT_COLUMNS))
+
+    rows = engine.run(union, "task", step, f"key {out_key}, left {lv}, right {rv}, ts bigint")
+    value = joiner_column(joiner, default_type=lv)
     return engine.as_record_frame(rows.select("key", value.alias("value"), "ts"))

@@ -407,3 +407,65 @@ def test_table_table_joins_emit_a_changelog_with_tombstones(
         "k1": [("a1=b1", 5), ("a2=b1", 10), ("a2=b2", 15), (None, 20)],
         "k2": [("x1=y1", 6), (None, 22)],
     }
+
+
+STREAM_GLOBAL = """
+apiVersion: streamapp.io/v1alpha1
+kind: StreamApp
+metadata: {name: orders-with-regions}
+spec:
+  topology:
+    defaults: {keySerde: string, valueSerde: string}
+    streams:
+      - name: regions
+        from: {topic: regions, as: globalTable}
+      - name: orders
+        from: {topic: orders}
+        steps:
+          - join: {with: regions, key: value, joiner: "concat(key, ':', left, '@', right)"}
+          - to: {topic: joined}
+      - from: {stream: orders}
+        steps:
+          - leftJoin: {with: regions, key: value, joiner: "concat(key, ':', left, '@', coalesce(right, '-'))"}
+          - to: {topic: left-joined}
+"""
+
+REGIONS = [("r1", "north", 0), ("r2", "south", 1), ("r1", "north2", 2), ("r2", None, 3), ("r3", "east", 4)]
+#: Orders keyed by order id in two partitions; the value is the region to look up.
+ORDERS = [
+    ("o1", "r1", 10, 0),
+    ("o2", "r2", 11, 1),
+    ("o3", "r3", 12, 0),
+    ("o4", "r9", 13, 1),
+    ("o5", "r1", 5, 1),
+]
+
+
+def test_global_table_join_looks_up_a_key_from_the_record_without_repartitioning(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    regions, orders = new_topic(partitions=1), new_topic(partitions=2)
+    admin.produce(kafka_bootstrap, regions, _records(REGIONS))
+    admin.produce(
+        kafka_bootstrap,
+        orders,
+        [admin.Record(k.encode(), v.encode(), timestamp=T0 + t * S, partition=p) for k, v, t, p in ORDERS],
+    )
+    topology = manifest.build_topology(manifest.load_manifest(STREAM_GLOBAL))
+    assert "repartition" not in topology.describe()
+    inputs = {"regions": regions, "orders": orders}
+    names = ["joined", "left-joined"]
+    got, _ = _outputs(spark, kafka_bootstrap, new_topic, tmp_path, topology, inputs, names, None)
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, "stream-global", inputs, names)
+    assert {k: sorted(v, key=str) for k, v in got.items()} == {
+        k: sorted(v, key=str) for k, v in oracle.items()
+    }
+    # The global table is complete before the first order: r1 is north2, r2 deleted.
+    assert sorted(got["joined"]) == [
+        ("o1", "o1:r1@north2", 10),
+        ("o3", "o3:r3@east", 12),
+        ("o5", "o5:r1@north2", 5),
+    ]
+    assert sorted(got["left-joined"]) == sorted(
+        [*got["joined"], ("o2", "o2:r2@-", 11), ("o4", "o4:r9@-", 13)]
+    )

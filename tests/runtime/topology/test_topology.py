@@ -81,6 +81,7 @@ def _every_op() -> StreamsBuilder:
     clicks.join(profiles, "concat(left, right)").to("enriched")
     clicks.left_join(b.stream("shows"), "concat(left, right)", JoinWindows(5_000, 2_000, 1_000)).to("shown")
     profiles.outer_join(b.table("scores"), Function("builtins:max"), returns="string").to_stream().to("both")
+    clicks.left_join(b.global_table("regions"), "concat(left, right)", key="value").to("regional")
     return b
 
 
@@ -204,6 +205,7 @@ def test_rename_topics_keeps_everything_else() -> None:
         "clicks",
         "shows",
         "scores",
+        "regions",
     ]
     assert "out-1" in renamed.sink_topics() and "out" not in renamed.sink_topics()
     assert [n.name for n in renamed.nodes] == [n.name for n in topology.nodes]

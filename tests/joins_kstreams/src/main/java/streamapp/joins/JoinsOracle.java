@@ -21,6 +21,7 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
@@ -87,6 +88,14 @@ public final class JoinsOracle {
         left.join(right, (l, r) -> l + "=" + r).toStream().to(topics.get("inner"), out);
         left.leftJoin(right, (l, r) -> l + "=" + or(r)).toStream().to(topics.get("left"), out);
         left.outerJoin(right, (l, r) -> or(l) + "=" + or(r)).toStream().to(topics.get("outer"), out);
+        break;
+      }
+      case "stream-global": {
+        inputs.addAll(List.of(topics.get("regions"), topics.get("orders")));
+        GlobalKTable<String, String> regions = builder.globalTable(topics.get("regions"), strings);
+        KStream<String, String> orders = builder.stream(topics.get("orders"), strings);
+        orders.join(regions, (k, v) -> v, (k, l, r) -> k + ":" + l + "@" + r).to(topics.get("joined"), out);
+        orders.leftJoin(regions, (k, v) -> v, (k, l, r) -> k + ":" + l + "@" + or(r)).to(topics.get("left-joined"), out);
         break;
       }
       default:
