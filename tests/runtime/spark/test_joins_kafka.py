@@ -421,6 +421,7 @@ spec:
         from: {topic: regions, as: globalTable}
       - name: orders
         from: {topic: orders}
+      - from: {stream: orders}
         steps:
           - join: {with: regions, key: value, joiner: "concat(key, ':', left, '@', right)"}
           - to: {topic: joined}
@@ -469,3 +470,44 @@ def test_global_table_join_looks_up_a_key_from_the_record_without_repartitioning
     assert sorted(got["left-joined"]) == sorted(
         [*got["joined"], ("o2", "o2:r2@-", 11), ("o4", "o4:r9@-", 13)]
     )
+
+
+REKEYED = """
+apiVersion: streamapp.io/v1alpha1
+kind: StreamApp
+metadata: {name: rekeyed-views}
+spec:
+  topology:
+    defaults: {keySerde: string, valueSerde: string}
+    streams:
+      - name: users
+        from: {topic: users, as: table}
+      - from: {topic: views}
+        steps:
+          - selectKey: "split(value, '[|]')[0]"
+          - leftJoin: {with: users, joiner: {function: "join_udfs:describe_view", returns: string}}
+          - to: {topic: left-joined}
+"""
+
+
+def test_a_rekeyed_stream_joins_a_table_with_a_python_joiner(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    users, views = new_topic(partitions=1), new_topic(partitions=1)
+    admin.produce(kafka_bootstrap, users, _records([("u1", "Ann", 0), ("u2", "Bob", 1)]))
+    rows = [("v1", "u1|home", 5), ("v2", "u2|cart", 15), ("v3", "u3|home", 20), ("v4", "u1|buy", 35)]
+    admin.produce(kafka_bootstrap, views, _records(rows))
+    topology = manifest.build_topology(manifest.load_manifest(REKEYED))
+    assert "repartition topics: [KSTREAM-LEFTJOIN-0000000003-left-repartition]" in topology.describe()
+    inputs = {"users": users, "views": views}
+    got, _ = _outputs(spark, kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["left-joined"], None)
+    oracle, _ = _kstreams(
+        kafka_bootstrap, new_topic, tmp_path, "rekeyed-stream-table", inputs, ["left-joined"]
+    )
+    assert sorted(got["left-joined"]) == sorted(oracle["left-joined"])
+    assert sorted(got["left-joined"]) == [
+        ("u1", "u1:buy@Ann", 35),
+        ("u1", "u1:home@Ann", 5),
+        ("u2", "u2:cart@Bob", 15),
+        ("u3", "u3:home@-", 20),
+    ]

@@ -90,6 +90,15 @@ public final class JoinsOracle {
         left.outerJoin(right, (l, r) -> or(l) + "=" + or(r)).toStream().to(topics.get("outer"), out);
         break;
       }
+      case "rekeyed-stream-table": {
+        inputs.addAll(List.of(topics.get("users"), topics.get("views")));
+        KTable<String, String> users = builder.table(topics.get("users"), strings);
+        KStream<String, String> views = builder.stream(topics.get("views"), strings);
+        views.selectKey((k, v) -> v.split("\\|")[0])
+            .leftJoin(users, (k, l, r) -> k + ":" + l.split("\\|")[1] + "@" + or(r))
+            .to(topics.get("left-joined"), out);
+        break;
+      }
       case "stream-global": {
         inputs.addAll(List.of(topics.get("regions"), topics.get("orders")));
         GlobalKTable<String, String> regions = builder.globalTable(topics.get("regions"), strings);
