@@ -18,7 +18,7 @@ import yaml
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.manifest import models
-from streamapp.runtime.topology import durations, graph, nodes, validate
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
 
 __all__ = ["build_topology", "load_manifest", "validate_manifest"]
 
@@ -29,14 +29,15 @@ _ENDED = {
     "print": "nothing can follow print: it ends the stream (to print and go on, use peek, or two streams)",
 }
 _AGGREGATIONS = ("count", "aggregate", "reduce", "cogroup")
+_JOINS: Mapping[str, type[join_nodes.JoinNode]] = {t.op: t for t in join_nodes.JOIN_NODES}
 _OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
-#: Kafka Streams operations this version refuses plainly (joins are being built): a step or a source
-#: ``as`` naming one of them is told so, not that it is unknown. The one place to change when they land.
-_NOT_YET = ("join", "leftJoin", "outerJoin", "globalTable")
+#: Kafka Streams operations this version refuses plainly: a step naming one of them is told so, not
+#: that it is unknown. The one place to change when they land.
+_NOT_YET = ("process",)
 
 
 def _not_yet(what: str) -> str:
-    return f"{what} is not supported yet (joins and global tables are not implemented in this version)"
+    return f"{what} is not supported yet (custom processors are not implemented in this version)"
 
 
 #: Type names pydantic puts into error locations for union members; a user never wrote them.
@@ -262,12 +263,9 @@ class _Converter:
         if len([x for x in (src.topic, src.topics, src.stream) if x]) != 1:
             self.problem(f"{path}.from", "give exactly one of topic, topics or stream")
             return None
-        if src.as_ == "globalTable":
-            self.problem(f"{path}.from.as", _not_yet("as: globalTable"))
-            return None
-        if src.as_ == "table" and src.stream:
+        if src.as_ in ("table", "globalTable") and src.stream:
             self.problem(
-                f"{path}.from.as", "as: table reads topics; to make a stream a table, use a toTable step"
+                f"{path}.from.as", f"as: {src.as_} reads topics; to make a stream a table, use a toTable step"
             )
             return None
         if src.stream:
@@ -291,7 +289,7 @@ class _Converter:
                 return None
             return tail
         return self.add(
-            nodes.Source,
+            join_nodes.GlobalTableSource if src.as_ == "globalTable" else nodes.Source,
             (),
             f"{path}.from",
             None,
@@ -299,7 +297,7 @@ class _Converter:
             key_serde=_serde(src.key_serde),
             value_serde=_serde(src.value_serde),
             timestamp=src.timestamp,
-            table=src.as_ == "table",
+            table=src.as_ != "stream",
             max_offsets_per_trigger=src.max_offsets_per_trigger,
         )
 
@@ -382,6 +380,46 @@ class _Converter:
             **functions, **window,
         )  # fmt: skip
 
+    def join(
+        self,
+        node_type: type[join_nodes.JoinNode],
+        spec: models.JoinSpec,
+        tail: str,
+        path: str,
+        name: str | None,
+    ) -> str:
+        """A join node whose second parent is the tail of the stream named in ``with``."""
+        other = self.tails.get(spec.with_)
+        if other is None:
+            known = ", ".join(self.tails) or "none"
+            self.problem(f"{path}.with", f"unknown stream {spec.with_!r} (streams defined so far: {known})")
+            return tail  # no join node: the graph checks would only repeat the problem
+        if other[1] in _TERMINAL:
+            self.problem(f"{path}.with", f"stream {spec.with_!r} ends with {other[1]}; it cannot be joined")
+        windows = None
+        if spec.windows is not None:
+            w, where = spec.windows, f"{path}.windows"
+            if w.time_difference is not None and (w.before is not None or w.after is not None):
+                self.problem(where, "give timeDifference, or before and/or after, not both")
+            if w.time_difference is None and w.before is None and w.after is None:
+                self.problem(where, "give timeDifference, or before and/or after")
+            difference = (
+                0
+                if w.time_difference is None
+                else self.duration(w.time_difference, f"{where}.timeDifference")
+            )
+            before = self.duration(w.before, f"{where}.before") if w.before is not None else None
+            after = self.duration(w.after, f"{where}.after") if w.after is not None else None
+            windows = join_nodes.JoinWindows(
+                before=before if before is not None else (after if after is not None else difference),
+                after=after if after is not None else (before if before is not None else difference),
+                grace=self.duration(w.grace, f"{where}.grace"),
+            )
+        parents = (tail, other[0])
+        key = None if spec.key is None else self.logic(spec.key, f"{path}.key")
+        joiner = self.logic(spec.joiner, f"{path}.joiner")
+        return self.add(node_type, parents, path, name, joiner=joiner, windows=windows, key=key)
+
     def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
         if op in _LOGIC_NODES:
             node_type, field = _LOGIC_NODES[op]
@@ -430,6 +468,8 @@ class _Converter:
             return self.add(nodes.GroupBy, (tail,), path, name, selector=selector)
         if op in _AGGREGATIONS:
             return self.aggregation(op, spec, tail, path, name)
+        if op in _JOINS:
+            return self.join(_JOINS[op], spec, tail, path, name)
         if op in ("toStream", "toTable", "suppress"):
             node_type = {"toStream": nodes.ToStream, "toTable": nodes.ToTable, "suppress": nodes.Suppress}[op]
             return self.add(node_type, (tail,), path, name)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from streamapp.runtime import serdes
-from streamapp.runtime.topology import graph, nodes
+from streamapp.runtime.topology import graph, join_nodes, nodes
 
 __all__ = ["to_manifest_yaml"]
 
@@ -86,6 +86,14 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
             "initializer": node.initializer.ref,
             "returns": node.returns,
         }
+    if isinstance(node, join_nodes.JoinNode):
+        join: dict[str, Any] = {"with": stream_of[node.parents[1]], "joiner": _logic(node.joiner)}
+        if node.key is not None:
+            join["key"] = _logic(node.key)
+        if node.windows is not None:
+            w = node.windows
+            join["windows"] = {"before": w.before, "after": w.after, "grace": w.grace}
+        return join
     if isinstance(node, nodes.Suppress):
         return "untilWindowCloses"
     if isinstance(node, nodes.Split):
@@ -135,7 +143,7 @@ def to_manifest_yaml(topology: graph.Topology, *, name: str, spec: Mapping[str, 
             if node.timestamp is not None:
                 src["timestamp"] = node.timestamp
             if node.table:
-                src["as"] = "table"
+                src["as"] = "globalTable" if isinstance(node, join_nodes.GlobalTableSource) else "table"
             streams.append({"name": f"stream-{len(streams)}", "from": src, "steps": []})
         else:
             if node.parents[0] != open_tail:

@@ -30,6 +30,8 @@ __all__ = [
     "AggregateSpec",
     "Duration",
     "FromSpec",
+    "JoinSpec",
+    "JoinWindowsSpec",
     "KafkaSpec",
     "LogicSpec",
     "MapSpec",
@@ -227,6 +229,44 @@ class WindowsSpec(_Model):
     )
 
 
+class JoinWindowsSpec(_Model):
+    """Kafka Streams' JoinWindows: timeDifference (before = after), or before and after."""
+
+    time_difference: Duration | None = pydantic.Field(
+        default=None, description="Records join when their timestamps differ by at most this."
+    )
+    before: Duration | None = pydantic.Field(
+        default=None, description="How far a right record may be before the left one (default: after)."
+    )
+    after: Duration | None = pydantic.Field(
+        default=None, description="How far a right record may be after the left one (default: before)."
+    )
+    grace: Duration = pydantic.Field(
+        default=0,
+        description="How long after a window's end out-of-order records are still joined; a left/outer "
+        "result without a match is emitted once stream time passes the window's end plus grace.",
+    )
+
+
+class JoinSpec(_Model):
+    """A join with another stream or table, named by its manifest stream."""
+
+    with_: str = pydantic.Field(
+        alias="with", description="The stream or table to join with (a stream's name)."
+    )
+    joiner: LogicSpec = pydantic.Field(
+        description="The result value: a Spark SQL expression over key, left and right (the two values; "
+        "null on the side without a match), or a Python function fn(left, right) or fn(key, left, right)."
+    )
+    windows: JoinWindowsSpec | None = pydantic.Field(
+        default=None, description="Stream-stream joins only: the join window."
+    )
+    key: LogicSpec | None = pydantic.Field(
+        default=None,
+        description="GlobalKTable joins only: the table key to look up, computed from the stream record.",
+    )
+
+
 class Step(_Model):
     """Exactly one operation (and optionally the name of its node)."""
 
@@ -276,6 +316,15 @@ class Step(_Model):
         default=None, description="The stream as a table: latest value per key; a null value deletes it."
     )
     to_stream: Empty | None = pydantic.Field(default=None, description="The table's updates as a stream.")
+    join: JoinSpec | None = pydantic.Field(
+        default=None, description="Inner join with a table, a stream (windowed) or, for a table, a table."
+    )
+    left_join: JoinSpec | None = pydantic.Field(
+        default=None, description="Left join: records without a match are emitted with right null."
+    )
+    outer_join: JoinSpec | None = pydantic.Field(
+        default=None, description="Outer join of two streams (windowed) or two tables."
+    )
 
     @pydantic.model_validator(mode="after")
     def _one_operation(self) -> Step:
@@ -315,7 +364,8 @@ class FromSpec(_Model):
         default="stream",
         alias="as",
         description="Read the topics as a KStream (default) or as a table (latest value per key; a "
-        "null value deletes the key); globalTable is reserved for joins and not accepted yet.",
+        "null value deletes the key); globalTable: a table every task holds in full, joined from a "
+        "stream by a key extractor (join/leftJoin with key) without repartitioning.",
     )
 
 

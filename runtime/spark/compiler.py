@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
-from streamapp.runtime.spark import codecs, frames, runner, sink
+from streamapp.runtime.spark import codecs, compilers, frames, runner, sink
 from streamapp.runtime.topology import graph
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
@@ -78,6 +78,8 @@ def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
 #: Nodes Spark's built-in aggregation cannot run with Kafka Streams' semantics: they run on the
 #: stateful engine (transformWithStateInPandas), and then so does every aggregation of the app.
 def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
+    if compilers.lookup(node) is not None:
+        return True  # joins: append-mode changelogs, like the engine's aggregations
     if isinstance(node, nd.Source):
         return node.table
     if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce, nd.Cogroup)):
@@ -101,6 +103,35 @@ class _Compiler:
         self.late: dict[str, Any] = {}
         #: per table node, the changelog frame a KTable groupBy re-aggregates
         self.tables: dict[str, frames.RecordFrame] = {}
+        #: per table source, its records as read (joins order them with the other side's)
+        self.raw_tables: dict[str, frames.RecordFrame] = {}
+
+    def read_source(self, node: nd.Source) -> frames.RecordFrame:
+        """A source's records as read: decoded by its serdes, with its event time."""
+        key, value = self.topology.key_serde(node), self.topology.value_serde(node)
+        limit = node.max_offsets_per_trigger
+        rows = (
+            self.read(list(node.topics), max_offsets_per_trigger=limit)
+            if limit
+            else self.read(list(node.topics))
+        )
+        frame = frames.RecordFrame.from_kafka(
+            rows,
+            key_serde=key.name,
+            value_serde=value.name,
+            key_schema=key.schema,
+            value_schema=value.schema,
+        )
+        if node.timestamp is not None:
+            frame = frame._with(timestamp=F.timestamp_millis(F.expr(node.timestamp).cast("bigint")))
+        return frame
+
+    def rekeyed(self, node: nd.Node) -> bool:
+        return self._rekeyed(node)
+
+    def partitions(self) -> int:
+        plan = next(iter(self.frames.values())).df
+        return int(plan.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:
@@ -250,26 +281,20 @@ class _Compiler:
 
     def _node(self, node: graph.Node) -> None:
         op, p = node.op, node.params
+        if (compile_node := compilers.lookup(node)) is not None:
+            self.frames[node.name] = compile_node(self, node)
+            return
         stateful = self._stateful(node)
         if stateful is not None:
             self.frames[node.name] = stateful
             return
         if op == "source":
-            key, value = self.topology.key_serde(node), self.topology.value_serde(node)
-            limit = node.max_offsets_per_trigger if isinstance(node, nd.Source) else None
-            rows = self.read(p["topics"], max_offsets_per_trigger=limit) if limit else self.read(p["topics"])
-            frame = frames.RecordFrame.from_kafka(
-                rows,
-                key_serde=key.name,
-                value_serde=value.name,
-                key_schema=key.schema,
-                value_schema=value.schema,
-            )
-            if "timestamp" in p:
-                frame = frame._with(timestamp=F.timestamp_millis(F.expr(p["timestamp"]).cast("bigint")))
-            if isinstance(node, nd.Source) and node.table:
+            assert isinstance(node, nd.Source)
+            frame = self.read_source(node)
+            if node.table:
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
+                self.raw_tables[node.name] = frame
                 frame = ops.table(frame)
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):

@@ -17,6 +17,7 @@ from streamapp.runtime.topology.builder import (
     WindowedKStream,
 )
 from streamapp.runtime.topology.graph import Topology
+from streamapp.runtime.topology.join_nodes import JoinWindows
 from streamapp.runtime.topology.nodes import Expr, Function, Node, Windows
 from streamapp.runtime.topology.validate import validate_topology
 
@@ -24,6 +25,7 @@ __all__ = [
     "BranchedKStream",
     "Expr",
     "Function",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",

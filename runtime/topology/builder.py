@@ -18,11 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import durations, graph, nodes, validate
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
 
 __all__ = [
     "BranchedKStream",
     "CogroupedKStream",
+    "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
@@ -128,6 +130,24 @@ class StreamsBuilder:
             table=True,
         )
         return KTable(self, node)
+
+    def global_table(
+        self,
+        topics: str | list[str],
+        *,
+        key_serde: serdes.Serde | None = None,
+        value_serde: serdes.Serde | None = None,
+    ) -> GlobalKTable:
+        """A GlobalKTable: every task holds all of it; streams join it by a key extractor."""
+        node = self._add(
+            join_nodes.GlobalTableSource,
+            (),
+            None,
+            topics=(topics,) if isinstance(topics, str) else tuple(topics),
+            key_serde=key_serde,
+            value_serde=value_serde,
+        )
+        return GlobalKTable(self, node)
 
     def build(self, *, check: bool = True) -> graph.Topology:
         """The topology; with ``check``, every problem (bad expression, missing serde…) raises at once."""
@@ -241,6 +261,91 @@ class KStream:
 
     def print(self, *, label: str | None = None, name: str | None = None) -> None:
         self._then(nodes.Print, name, label=label)
+
+    def join(
+        self,
+        other: KStream | KTable | GlobalKTable,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows | None = None,
+        *,
+        key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Inner join with a table (each record sees the table as it is then), with a global
+        table (``key``: the table key computed from the record), or, with ``windows``, with
+        another stream (records within the join window of each other)."""
+        node = _join(
+            self.builder, join_nodes.Join, self.node, other.node, joiner, windows, returns, name, key
+        )
+        return KStream(self.builder, node)
+
+    def left_join(
+        self,
+        other: KStream | KTable | GlobalKTable,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows | None = None,
+        *,
+        key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Like :meth:`join`, and a record without a match is emitted with ``right`` null (for a
+        windowed join: once its window has closed)."""
+        node = _join(
+            self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, windows, returns, name, key
+        )
+        return KStream(self.builder, node)
+
+    def outer_join(
+        self,
+        other: KStream,
+        joiner: Logic,
+        windows: join_nodes.JoinWindows,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Windowed outer join of two streams: unmatched records of either side are emitted with
+        the other side null once their window has closed."""
+        node = _join(
+            self.builder, join_nodes.OuterJoin, self.node, other.node, joiner, windows, returns, name
+        )
+        return KStream(self.builder, node)
+
+
+JoinWindows = join_nodes.JoinWindows
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalKTable:
+    """A table every task holds in full; ``stream.join(table, joiner, key=...)`` looks it up."""
+
+    builder: StreamsBuilder
+    node: str
+
+
+def _join(
+    builder: StreamsBuilder,
+    node_type: type[join_nodes.JoinNode],
+    left: str,
+    right: str,
+    joiner: Logic,
+    windows: join_nodes.JoinWindows | None,
+    returns: str | None,
+    name: str | None,
+    key: Logic | None = None,
+) -> str:
+    """One join node; ``joiner`` reads ``left`` and ``right`` (an expression) or is a Python
+    function ``(left, right)`` / ``(key, left, right)`` run as a vectorised UDF."""
+    return builder._add(
+        node_type,
+        (left, right),
+        name,
+        joiner=to_logic(joiner, returns=returns),
+        windows=windows,
+        key=None if key is None else to_logic(key),
+    )
 
 
 def _function(logic: Logic | None, what: str) -> nodes.Function | None:
@@ -473,6 +578,25 @@ class KTable:
 
     def to_stream(self, *, name: str | None = None) -> KStream:
         return KStream(self.builder, self._then(nodes.ToStream, name))
+
+    def join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away."""
+        node = _join(self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
+
+    def left_join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        node = _join(self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
+
+    def outer_join(
+        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+    ) -> KTable:
+        node = _join(self.builder, join_nodes.OuterJoin, self.node, other.node, joiner, None, returns, name)
+        return KTable(self.builder, node)
 
 
 @dataclasses.dataclass(frozen=True)

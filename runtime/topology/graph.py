@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from streamapp.runtime import serdes
 
 # Imported as `nd`: `Topology.nodes` (the field) would shadow the module inside the class.
+from streamapp.runtime.topology import join_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = [
@@ -34,10 +35,15 @@ __all__ = [
 Node = nd.Node
 
 #: Operation → the word Kafka Streams uses in generated processor names.
-OPS: Mapping[str, str] = {op: t.word for op, t in nd.NODE_TYPES.items()}
+#: Every node type by operation: the common ones and the joins (their own module).
+_JOIN_TYPES: tuple[type[nd.Node], ...] = (*join_nodes.JOIN_NODES, join_nodes.GlobalTableSource)
+_TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOIN_TYPES}}
+OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
-STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"})
+STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"}) | frozenset(
+    t.op for t in join_nodes.JOIN_NODES
+)
 
 #: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
 STREAM, TABLE, GROUPED_STREAM, GROUPED_TABLE = "stream", "table", "grouped stream", "grouped table"
@@ -52,7 +58,7 @@ REALTIME_OPS = frozenset(
 
 def node_name(op: str, index: int) -> str:
     """The generated name of the ``index``-th node (``KSTREAM-FILTER-0000000003``)."""
-    return nd.NODE_TYPES[op].generated_name(index)
+    return _TYPES[op].generated_name(index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +87,22 @@ class Topology:
             return TABLE
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
             return TABLE
+        if isinstance(node, join_nodes.JoinNode):
+            return TABLE if self.join_kind(node) == "table-table" else STREAM
         return STREAM
+
+    def join_kind(self, node: join_nodes.JoinNode) -> str:
+        """``stream-table``, ``stream-stream`` or ``table-table`` (else the two parents' kinds)."""
+        kinds = [self.kind(p) for p in node.parents]
+        if kinds == [STREAM, TABLE] and isinstance(self.node(node.parents[1]), join_nodes.GlobalTableSource):
+            return "stream-globalTable"
+        if kinds == [STREAM, TABLE]:
+            return "stream-table"
+        if kinds == [STREAM, STREAM]:
+            return "stream-stream"
+        if kinds == [TABLE, TABLE]:
+            return "table-table"
+        return "-".join(kinds)
 
     def windowed(self, name: str) -> bool:
         """Whether ``name`` outputs windowed keys (a windowed aggregation, or derived from one)."""
@@ -181,6 +202,27 @@ class Topology:
             return True
         return self.key_changed(node.parents[0])
 
+    def rekeyed(self, name: str) -> bool:
+        """Whether ``name``'s key may differ from the one its records were written with (a join or
+        aggregation after it needs Kafka Streams' repartition topic)."""
+        node = self.node(name)
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)) or (
+            isinstance(node, nd.GroupBy) and node.selector is not None
+        ):
+            return True
+        return any(self.rekeyed(p) for p in node.parents)
+
+    def _join_detail(self, node: join_nodes.JoinNode) -> list[str]:
+        """A join's state stores and the repartition topics Kafka Streams would add for it."""
+        kind = self.join_kind(node)
+        out = [f"stores: [{', '.join(node.stores(kind))}]"]
+        topics = [
+            f"{node.name}-{side}-repartition"
+            for side, parent in zip(("left", "right"), node.parents, strict=True)
+            if self.kind(parent) == STREAM and self.rekeyed(parent)
+        ]
+        return out + ([f"repartition topics: [{', '.join(topics)}]"] if topics else [])
+
     def subtopologies(self) -> Iterator[list[nd.Node]]:
         """Connected groups of nodes, in build order (Kafka Streams' sub-topologies); what reads
         a repartition topic (the children of a repartitioning node) starts a group of its own."""
@@ -222,6 +264,8 @@ class Topology:
                         )
                         lines.append(f"      --> {', '.join(c.name for c in self.children(parent))}")
                 detail = node.detail()
+                if isinstance(node, join_nodes.JoinNode):
+                    detail = ", ".join([detail, *self._join_detail(node)])
                 lines.append(f"    {node.kind}: {node.name}" + (f" ({detail})" if detail else ""))
                 repartitions = self.repartitions(node)
                 kids = (

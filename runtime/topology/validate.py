@@ -15,7 +15,7 @@ import difflib
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.expressions import check
-from streamapp.runtime.topology import graph, nodes
+from streamapp.runtime.topology import graph, join_nodes, nodes, validate_joins
 
 __all__ = ["validate_topology"]
 
@@ -108,6 +108,8 @@ class _Checker:
             if node.subtractor is not None:
                 self.function(node, ".subtractor", node.subtractor)
             return _Record(None if node.windows else into.key, None)
+        elif isinstance(node, join_nodes.JoinNode):
+            return _Record(into.key, None)  # the joiner makes a value the checker cannot know
         elif isinstance(node, nodes.Merge):
             return _Record(
                 into.key if all(p.key == into.key for p in parents) else None,
@@ -118,6 +120,13 @@ class _Checker:
     def kinds(self, node: nodes.Node) -> None:
         """Which operation may follow which: streams, tables and groupings, as in Kafka Streams."""
         topology = self.topology
+        if message := validate_joins.global_table_problem(topology, node):
+            self.problem(node, "", message)
+            return
+        if isinstance(node, join_nodes.JoinNode):
+            for suffix, message in validate_joins.problems(topology, node):
+                self.problem(node, suffix, message)
+            return
         parent = topology.kind(node.parents[0])
         op = node.op
         if isinstance(node, (nodes.Count, nodes.Aggregate, nodes.Reduce)):

@@ -59,9 +59,19 @@ def test_durations_are_int_or_string() -> None:
         if node.get("x-kubernetes-int-or-string")
     }
     steps = "topology.streams[].steps[].windowedBy"
-    assert durations == {
-        f"{steps}.{f}" for f in ("tumbling", "sliding", "session", "grace", "hopping.size", "hopping.advance")
+    joins = {
+        f"topology.streams[].steps[].{op}.windows.{f}"
+        for op in ("join", "leftJoin", "outerJoin")
+        for f in ("timeDifference", "before", "after", "grace")
     }
+    assert (
+        durations
+        == {
+            f"{steps}.{f}"
+            for f in ("tumbling", "sliding", "session", "grace", "hopping.size", "hopping.advance")
+        }
+        | joins
+    )
 
 
 def test_every_field_is_described_for_kubectl_explain() -> None:
@@ -94,6 +104,7 @@ def test_only_fields_that_take_two_shapes_preserve_unknown_fields() -> None:
         "key",
         "value",
         "predicate",
+        "joiner",
         "to",  # its partitioner is inside: the operator checks it with the models
     }
 

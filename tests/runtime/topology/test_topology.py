@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from streamapp.runtime import Function, Serdes, StreamsBuilder, TopologyError, manifest
-from streamapp.runtime.topology import SessionWindows, SlidingWindows, TimeWindows, graph, nodes
+from streamapp.runtime.topology import JoinWindows, SessionWindows, SlidingWindows, TimeWindows, graph, nodes
 
 HERE = pathlib.Path(__file__).parent
 MANIFESTS = HERE.parent / "manifest" / "valid"
@@ -77,6 +77,11 @@ def _every_op() -> StreamsBuilder:
     co.windowed_by(TimeWindows.of_size_and_grace("1h", "1m")).aggregate(
         Function("builtins:int"), returns="bigint"
     )
+    profiles, clicks = b.table("profiles"), b.stream("clicks")
+    clicks.join(profiles, "concat(left, right)").to("enriched")
+    clicks.left_join(b.stream("shows"), "concat(left, right)", JoinWindows(5_000, 2_000, 1_000)).to("shown")
+    profiles.outer_join(b.table("scores"), Function("builtins:max"), returns="string").to_stream().to("both")
+    clicks.left_join(b.global_table("regions"), "concat(left, right)", key="value").to("regional")
     return b
 
 
@@ -190,6 +195,17 @@ def test_fields_are_checked_against_the_schema_only_while_it_still_applies() -> 
 def test_rename_topics_keeps_everything_else() -> None:
     topology = _every_op().build()
     renamed = topology.rename_topics({"in": "in-1", "out": "out-1"})
-    assert renamed.source_topics() == ["in-1", "a", "b", "users", "views"]
+    assert renamed.source_topics() == [
+        "in-1",
+        "a",
+        "b",
+        "users",
+        "views",
+        "profiles",
+        "clicks",
+        "shows",
+        "scores",
+        "regions",
+    ]
     assert "out-1" in renamed.sink_topics() and "out" not in renamed.sink_topics()
     assert [n.name for n in renamed.nodes] == [n.name for n in topology.nodes]

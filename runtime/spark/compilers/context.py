@@ -1,0 +1,46 @@
+"""What a per-node compile function may read from the compiler (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from streamapp.runtime.spark.frames import RecordFrame
+from streamapp.runtime.topology import graph, nodes
+
+__all__ = ["Compile", "Context"]
+
+
+class Context(Protocol):
+    @property
+    def topology(self) -> graph.Topology: ...
+
+    @property
+    def frames(self) -> Mapping[str, RecordFrame]:
+        """Every node compiled so far (the parents are), by name."""
+        ...
+
+    @property
+    def raw_tables(self) -> Mapping[str, RecordFrame]:
+        """Table sources' records as read (before they became a changelog), by node name."""
+        ...
+
+    @property
+    def late(self) -> dict[str, Any]:
+        """Node name → Spark accumulator of records dropped as late (the runner reports them)."""
+        ...
+
+    def read_source(self, node: nodes.Source) -> RecordFrame:
+        """A source's records as read: decoded by its serdes, with its event time."""
+        ...
+
+    def rekeyed(self, node: nodes.Node) -> bool:
+        """Whether the key may have changed since the source (Kafka Streams would repartition)."""
+        ...
+
+    def partitions(self) -> int:
+        """The state partitions (Spark's shuffle partitions)."""
+        ...
+
+
+Compile = Callable[[Context, Any], RecordFrame]

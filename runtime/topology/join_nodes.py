@@ -1,0 +1,136 @@
+"""The join nodes of the logical graph: ``join``, ``leftJoin`` and ``outerJoin`` of two parents.
+
+Why a module of its own: a join is one node whose meaning depends on what its two parents are —
+a stream with a table (the table is evolving state, the result a stream), two streams (windowed by
+:class:`JoinWindows`), or two tables (the result a table) — and describe() names the state stores
+and repartition topics Kafka Streams would create for it. Nothing here knows about Spark.
+
+The first parent is the stream or table ``join`` was called on (the *left* side), the second the
+one passed in (the *right* side). ``joiner`` computes the result value from ``left`` and
+``right`` (the two values; either is null for a left or outer result without a match).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from streamapp.runtime.topology import nodes
+
+__all__ = [
+    "JOIN_KINDS",
+    "JOIN_NODES",
+    "GlobalTableSource",
+    "Join",
+    "JoinNode",
+    "JoinWindows",
+    "LeftJoin",
+    "OuterJoin",
+]
+
+#: What a join joins, by the kinds of its two parents (see :meth:`graph.Topology.join_kind`).
+JOIN_KINDS = ("stream-table", "stream-stream", "table-table", "stream-globalTable")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlobalTableSource(nodes.Source):
+    """``builder.globalTable(topic)``: a table every task holds in full, joined from a stream by a
+    key extractor without repartitioning the stream (Kafka Streams' GlobalKTable)."""
+
+    op: ClassVar[str] = "globalTable"
+    table: bool = True
+
+    def detail(self) -> str:
+        return f"topics: [{', '.join(self.topics)}], as: globalTable"
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinWindows:
+    """Kafka Streams' ``JoinWindows`` in milliseconds: a left record at time t joins right records
+    in ``[t - before, t + after]``; ``grace`` is how long after that window's end out-of-order
+    records are still accepted (and a left/outer result without match is held back)."""
+
+    before: int
+    after: int
+    grace: int = 0
+
+    @staticmethod
+    def of_time_difference_and_grace(difference: int, grace: int) -> JoinWindows:
+        return JoinWindows(difference, difference, grace)
+
+    @staticmethod
+    def of_time_difference_with_no_grace(difference: int) -> JoinWindows:
+        return JoinWindows(difference, difference, 0)
+
+    def with_before(self, before: int) -> JoinWindows:
+        return dataclasses.replace(self, before=before)
+
+    def with_after(self, after: int) -> JoinWindows:
+        return dataclasses.replace(self, after=after)
+
+    @property
+    def size(self) -> int:
+        return self.before + self.after
+
+    @property
+    def retention(self) -> int:
+        """How long a side's window store keeps a record (Kafka Streams: size + grace)."""
+        return self.before + self.after + self.grace
+
+    def describe(self) -> str:
+        return f"before: {self.before}ms, after: {self.after}ms, grace: {self.grace}ms"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JoinNode(nodes.Node):
+    """A join of ``parents[0]`` (left) with ``parents[1]`` (right); ``how`` is inner/left/outer."""
+
+    how: ClassVar[str] = "inner"
+    joiner: nodes.Logic
+    windows: JoinWindows | None = None
+    #: GlobalKTable joins: the table key to look up, computed from the stream record (KeyValueMapper).
+    key: nodes.Logic | None = None
+
+    def detail(self) -> str:
+        parts = [
+            f"{name}: {logic.sql if isinstance(logic, nodes.Expr) else logic.ref}"
+            for name, logic in (("key", self.key), ("joiner", self.joiner))
+            if logic is not None
+        ]
+        if self.windows is not None:
+            parts.append(f"windows: {self.windows.describe()}")
+        return ", ".join(parts)
+
+    def stores(self, kind: str) -> list[str]:
+        """The state stores Kafka Streams would create for this join, named after the node."""
+        if kind == "stream-stream":
+            stores = [f"{self.name}-this-join-store", f"{self.name}-other-join-store"]
+            return stores + ([f"{self.name}-outer-shared-join-store"] if self.how != "inner" else [])
+        if kind == "stream-table":
+            return [f"{self.parents[1]}-store"]
+        if kind == "stream-globalTable":
+            return [f"{self.parents[1]}-global-store"]
+        return [f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Join(JoinNode):
+    op: ClassVar[str] = "join"
+    word: ClassVar[str] = "JOIN"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeftJoin(JoinNode):
+    op: ClassVar[str] = "leftJoin"
+    word: ClassVar[str] = "LEFTJOIN"
+    how: ClassVar[str] = "left"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OuterJoin(JoinNode):
+    op: ClassVar[str] = "outerJoin"
+    word: ClassVar[str] = "OUTERJOIN"
+    how: ClassVar[str] = "outer"
+
+
+JOIN_NODES: tuple[type[JoinNode], ...] = (Join, LeftJoin, OuterJoin)
