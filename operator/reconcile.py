@@ -94,8 +94,10 @@ def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | N
 
 
 def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
+    """Executor Pods that run and pass their readiness (a terminating one no longer counts)."""
     pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor")
-    return sum(1 for pod in pods if (observed := observe_driver(pod)) and observed.ready)
+    seen = [observe_driver(pod) for pod in pods]
+    return sum(1 for pod in seen if pod and pod.phase == "Running" and pod.ready and not pod.terminating)
 
 
 def _kafka_config(
