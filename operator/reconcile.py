@@ -75,6 +75,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
         revision=(meta.get("labels") or {}).get(desired.REVISION_LABEL),
         terminating=bool(meta.get("deletionTimestamp")),
         message=message,
+        started=pod_status.get("startTime"),
     )
 
 

@@ -54,7 +54,10 @@ def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) 
     assert [e.reason for e in first.events] == ["DriverCreated"]
 
     fake_cluster.run_pod(DRIVER)
-    second = run(spec)
+    started = run(spec)  # the Pod runs, but no micro-batch has completed: not Ready yet
+    assert started.status["phase"] == "Running"
+    assert _condition(started, "Ready") == ("False", "NoRecentBatch")
+    second = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
     assert second.status["phase"] == "Running"
     assert _condition(second, "Ready") == ("True", "DriverRunning")
     assert (
