@@ -145,6 +145,7 @@ class PodRunner(threading.Thread):
         self.started_time = ""
         self._gone = threading.Event()
         self._reported: Any = None
+        self.created: list[Path] = []  # mount points made on the host for this Pod
 
     def log(self, message: str) -> None:
         self.agent.log(f"pod {self.ns}/{self.pod_name}: {message}")
@@ -167,6 +168,8 @@ class PodRunner(threading.Thread):
         except Exception as err:  # noqa: BLE001 - a fixture thread must say why it stopped
             self.log(f"agent error: {err!r}")
             self.kill_all()
+        finally:
+            self._clean_mount_points()
 
     def _run(self) -> None:
         self.started_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -177,6 +180,11 @@ class PodRunner(threading.Thread):
             if self._gone.is_set() or self.agent.failed.is_set():
                 self.kill_all()
                 return
+            if self.agent.stopping.is_set():  # the agent stops the containers; wait for it to finish
+                if all(c.done or c.process is None for c in self.containers):
+                    return
+                time.sleep(0.25)
+                continue
             if self.pod["metadata"].get("deletionTimestamp"):
                 grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
                 grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace
@@ -403,6 +411,7 @@ class PodRunner(threading.Thread):
         binds: list[str] = []
         for mount in spec.get("volumeMounts") or []:
             source = mounts[mount["name"]] / mount.get("subPath", "")
+            self._mount_point(Path(mount["mountPath"]), source.is_dir())
             binds += [str(source), mount["mountPath"], "ro" if mount.get("readOnly") else "rw"]
         argv = self._argv(spec, env)
         wrapper = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_SCRIPT, "sh"]
@@ -429,6 +438,24 @@ class PodRunner(threading.Thread):
         container.probe_due = {}
         (self.dir / f"{container.name}.pid").write_text(str(container.process.pid))
         self.log(f"container {container.name} started (pid {container.process.pid}, log {log})")
+
+    def _mount_point(self, target: Path, directory: bool) -> None:
+        """Create a missing mount point on the host (empty); remembered to be removed at the end."""
+        missing = [p for p in [target, *target.parents] if not p.exists()]
+        if directory:
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+        self.created += [p for p in missing if p not in self.created]
+
+    def _clean_mount_points(self) -> None:
+        """Remove the empty mount points this Pod created, unless another Pod here still uses one."""
+        others = {p for r in self.agent.pods.values() if r is not self and r.is_alive() for p in r.created}
+        for path in sorted(self.created, key=lambda p: len(p.parts), reverse=True):
+            if path not in others:
+                with contextlib.suppress(OSError):
+                    path.rmdir() if path.is_dir() else path.unlink()
 
     def _tend(self, container: Container, mounts: dict[str, Path]) -> None:
         if container.done:
