@@ -108,10 +108,10 @@ class _App:
         while time.monotonic() < deadline:
             try:
                 last = check()
+                if last:
+                    return last
             except cluster.ClusterError as err:
                 last = err
-            if last:
-                return last
             time.sleep(0.5)
         pytest.fail(f"{self.name}: {what} within {timeout:.0f}s (last: {last}){self.diagnose()}")
 

@@ -57,10 +57,10 @@ def _eventually(
     while time.monotonic() < deadline:
         try:
             last = check()
+            if last:
+                return last
         except (cluster.ClusterError, KeyError, IndexError) as err:
             last = err
-        if last:
-            return last
         time.sleep(0.3)
     pytest.fail(f"{what} within {timeout:.0f}s (last: {last})\nagent log:\n{agent.tail()}")
 
@@ -89,7 +89,8 @@ def test_env_volumes_ip_and_readiness(
 ) -> None:
     script = (
         'echo "$GREETING $PASSWORD $POD_NAME $POD_IP $MEM_MI $CPU_M $TIER $EXPANDED" > /scratch/env; '
-        "cat /etc/settings/mode /var/run/secrets/kubernetes.io/serviceaccount/namespace > /scratch/files; "
+        'echo "$(cat /etc/settings/mode) $(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"'
+        " > /scratch/files; "
         "sleep 8; touch /scratch/ready; sleep 300"
     )
     container = {
