@@ -64,6 +64,11 @@ class AgentProcess:
     def container_log(self, namespace: str, pod: str, container: str, lines: int = 60) -> str:
         return cluster._tail(self.dir / "pods" / namespace / pod / f"{container}.log", lines)
 
+    def fail(self) -> None:
+        """Make the Node "fail": no more heartbeats or status, every container killed (SIGUSR1)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGUSR1)
+
     def tail(self, lines: int = 60) -> str:
         return cluster._tail(self.log, lines)
 

@@ -205,3 +205,29 @@ def _alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def test_a_failed_node_stops_reporting_and_its_processes_die(
+    kube: cluster.Cluster, agent_node: node_agent_proc.AgentProcess
+) -> None:
+    """SIGUSR1 to the agent: the machine is "lost". Last in the module: the Node stays failed."""
+    kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(_pod("doomed", "sleep 300")))
+    _eventually(
+        "doomed never ran", lambda: _get(kube, "doomed")["status"].get("phase") == "Running", agent_node
+    )
+    pid = agent_node.pid(NS, "doomed", "main")
+
+    def renewed() -> str:
+        lease = json.loads(kube.kubectl("get", "lease", "agent-0", "-n", "kube-node-lease", "-o", "json"))
+        return str(lease["spec"]["renewTime"])
+
+    before = renewed()
+    _eventually(
+        "the Lease was not renewed while the node was healthy", lambda: renewed() != before, agent_node
+    )
+    agent_node.fail()
+    _eventually("the failed node's process still runs", lambda: not _alive(pid), agent_node, timeout=20)
+    frozen = renewed()
+    time.sleep(12)  # more than two heartbeat periods
+    assert renewed() == frozen, "a failed node kept renewing its Lease"
+    assert _get(kube, "doomed")["status"]["phase"] == "Running"  # stale, as from any lost node
