@@ -329,7 +329,11 @@ class NodeAgent:
             uid = pod["metadata"]["uid"]
             seen.add(uid)
             runner = self.pods.get(uid)
-            if runner is None and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            ended = pod["status"].get("phase") in ("Succeeded", "Failed")
+            if runner is None and ended and pod["metadata"].get("deletionTimestamp"):
+                self._finish_deletion(pod)  # nothing runs any more: the kubelet's last word
+                continue
+            if runner is None and not ended:
                 runner = pod_runtime.PodRunner(self, pod)
                 self.pods[uid] = runner
                 runner.start()
@@ -342,6 +346,13 @@ class NodeAgent:
                 self.net.release(runner.ip)
                 del self.pods[uid]
         self._write_hosts()
+
+    def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+        with contextlib.suppress(urllib.error.HTTPError):
+            self.api.call("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body)
+        self.log(f"pod {meta['namespace']}/{meta['name']}: removed (it had ended)")
 
     def _write_hosts(self) -> None:
         """Cluster DNS as a hosts file: the API Service and each Service's selected Pod IPs."""
