@@ -255,8 +255,11 @@ def _reconcile(
             why = _replace_reason(previous, seen, executors, wanted)
             events.append(Event("Normal", "DriverReplaced", f"replacing driver Pod {pod_name}: {why}"))
             error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
+        ended = seen if seen.phase in ("Failed", "Succeeded") else None
         cluster.delete("v1", "Pod", ref.namespace, pod_name, grace_seconds=desired.GRACE_SECONDS)
         seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+        # The API server removes an ended Pod at once: report how it ended, not that it is missing.
+        seen = ended if seen is None and ended is not None else seen
     elif action == "wait" and wanted.driver is not None:
         error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
 

@@ -3,7 +3,8 @@
 Conditions follow the Kubernetes convention: ``Ready`` (the driver of the current spec runs and
 processes: it completed a micro-batch since it started, recently, or nothing waits for it),
 ``Progressing`` (the operator is moving the app somewhere: deploying, replacing, stopping) and
-``Degraded`` (something needs a human: an invalid spec, a failed driver). A condition's
+``Degraded`` (something needs a human: an invalid spec, a failed driver — kept, with its exit
+code, until a replacement processes again). A condition's
 ``lastTransitionTime`` only moves when its status does, so watchers can tell flapping from news.
 The phase is the one-word summary ``kubectl get`` shows.
 """
@@ -194,12 +195,26 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now
     )
 
 
+def _still_failed(verdict: _Verdict, target: Target, previous: Mapping[str, Any]) -> _Verdict:
+    """A driver that failed keeps the app Degraded (with how it ended) until a driver processes.
+
+    Its replacement starting is no recovery: a crash loop would otherwise flip Degraded on and
+    off between attempts, and the exit code would be gone from the status when anyone looks.
+    """
+    conditions: list[Mapping[str, Any]] = previous.get("conditions") or []
+    before: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Degraded"), {})
+    failed = before.get("status") == "True" and before.get("reason") == "DriverFailed"
+    if not failed or verdict.degraded[0] or verdict.ready[0] or target.suspend or target.problems:
+        return verdict
+    return dataclasses.replace(verdict, degraded=(True, "DriverFailed", str(before.get("message") or "")))
+
+
 def compute(
     *, previous: Mapping[str, Any] | None, target: Target, seen: Observation, now: str
 ) -> dict[str, Any]:
     """The full status (camelCase, as the CRD stores it) to write over ``previous``."""
     previous = previous or {}
-    verdict = _verdict(target, seen, previous, now)
+    verdict = _still_failed(_verdict(target, seen, previous, now), target, previous)
     conditions = [
         condition(previous, type_=name, status=value[0], reason=value[1], message=value[2], now=now)
         for name, value in (
