@@ -112,5 +112,7 @@ def agent_node(
     finally:
         agent.stop()
         kube.kubectl("delete", "node", AGENT_NODE, "--ignore-not-found", "--wait=false")
+        # Its Lease is owned by the Node; gone now rather than when the garbage collector gets to it.
+        kube.kubectl("delete", "lease", AGENT_NODE, "-n", "kube-node-lease", "--ignore-not-found")
         for node in kube.nodes:
             kube.kubectl("uncordon", node)

@@ -286,10 +286,13 @@ class NodeAgent:
         renew = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
         spec = {"holderIdentity": self.node, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": renew}
         if self.api.find(path) is None:
+            node = self.api.get(f"/api/v1/nodes/{self.node}")
+            # Owned by the Node, as the kubelet's: deleting the Node deletes its Lease.
+            owner = {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": node["metadata"]["uid"]}
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.node},
+                "metadata": {"name": self.node, "ownerReferences": [owner]},
                 "spec": spec,
             }
             self.api.call("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", body)
