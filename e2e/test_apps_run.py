@@ -33,7 +33,10 @@ from operator_proc import APPS_NAMESPACE, apply, manifest
 
 from streamapp.runtime.kafka import admin
 
-pytestmark = pytest.mark.timeout(900)
+#: Spark on a loaded 2-core machine: a driver with two executor JVMs took 277 s to its first output
+#: once (load average 25), so waits are generous; the figures in the report are what matters.
+pytestmark = pytest.mark.timeout(2400)
+WAIT = 600
 
 NS = APPS_NAMESPACE
 BATCHES = [
@@ -102,7 +105,7 @@ class _App:
             f"\n--- agent log:\n{self.agent.tail(40)}"
         )
 
-    def eventually(self, what: str, check: Callable[[], Any], timeout: float = 240) -> Any:
+    def eventually(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
@@ -112,7 +115,7 @@ class _App:
                     return last
             except cluster.ClusterError as err:
                 last = err
-            time.sleep(0.5)
+            time.sleep(1)
         pytest.fail(f"{self.name}: {what} within {timeout:.0f}s (last: {last}){self.diagnose()}")
 
     def status(self) -> dict[str, Any]:
@@ -155,7 +158,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     began = time.monotonic()
     apply(kube, doc)
     produce(BATCHES[0])
-    changelog = app.eventually("the word counts of batch 1 never appeared", output_matches, timeout=300)
+    changelog = app.eventually("the word counts of batch 1 never appeared", output_matches)
     first_output = time.monotonic() - began
 
     # Two input partitions, one task slot per executor: two executor Pods, running and Ready.
@@ -193,7 +196,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
             milestones.setdefault("its 2 executors Ready", time.monotonic() - killed)
         return output_matches()
 
-    changelog = app.eventually("no output after the driver was killed", resumed_output, timeout=300)
+    changelog = app.eventually("no output after the driver was killed", resumed_output)
     resumed = time.monotonic() - killed
     new = app.driver_pod()
     assert new is not None and new["metadata"]["uid"] != old_uid, "the driver Pod was not replaced"
@@ -212,7 +215,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     killed = time.monotonic()
     os.kill(agent_node.pid(NS, victim, "spark-kubernetes-executor"), signal.SIGKILL)
     produce(BATCHES[2])
-    app.eventually("no output after an executor was killed", output_matches, timeout=300)
+    app.eventually("no output after an executor was killed", output_matches)
     executor_gap = time.monotonic() - killed
     app.eventually(
         "Spark did not replace the killed executor",
@@ -230,10 +233,10 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
         ok = (status.get("executors") or {}).get("ready") == 3 and status.get("inputPartitions") == 3
         return status if ok and len(app.executors()) == 3 else None
 
-    status = app.eventually("EXECUTORS never grew to 3", grown, timeout=300)
+    status = app.eventually("EXECUTORS never grew to 3", grown)
     assert status["executors"]["desired"] == 3
     produce(BATCHES[3])
-    app.eventually("no output after growing to 3 executors", output_matches, timeout=300)
+    app.eventually("no output after growing to 3 executors", output_matches)
     app.eventually("LAG never fell to 0", lambda: app.status().get("lag") == 0)
     streamapp_report(f"apps run: 3 partitions → 3 executor Pods running; kubectl get sapp:\n{app.listing()}")
 
@@ -269,7 +272,7 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
         cond = operator_proc.condition(status, "Degraded")
         return status if cond.get("status") == "True" and "exit code" in cond.get("message", "") else None
 
-    status = app.eventually("Degraded with an exit code never showed", degraded, timeout=120)
+    status = app.eventually("Degraded with an exit code never showed", degraded, timeout=180)
     seconds = time.monotonic() - began
     cond = operator_proc.condition(status, "Degraded")
     assert cond["reason"] == "DriverFailed", cond
