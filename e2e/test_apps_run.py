@@ -139,8 +139,14 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     new_topic: Callable[..., str],
     tmp_path: pathlib.Path,
     streamapp_report: Callable[[str], None],
+    request: pytest.FixtureRequest,
 ) -> None:
     kube = streamapp_operator.kube
+    request.addfinalizer(  # on failure too: its JVMs must not outlive the test
+        lambda: kube.kubectl(
+            "delete", "sapp", "wc-real", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
+        )
+    )
     source, sink = new_topic(2), new_topic(1)
     doc = manifest("wc-real", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
@@ -266,6 +272,13 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
     app = _App("crasher", kube, agent_node, kafka_bootstrap)
     began = time.monotonic()
     apply(kube, doc)
+    try:
+        _shows_degraded(app, began, streamapp_report)
+    finally:  # a crash-looping app left behind would crowd the next tests' listings
+        kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
+
+
+def _shows_degraded(app: _App, began: float, streamapp_report: Callable[[str], None]) -> None:
 
     def degraded() -> dict[str, Any] | None:
         status = app.status()
@@ -282,4 +295,3 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
         f"apps run: a driver that cannot start → Degraded ({cond['message']}) {seconds:.1f}s after apply;"
         f" kubectl get sapp:\n{app.listing()}"
     )
-    kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
