@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 import cluster
+import node_agent_proc
 import operator_proc
 
 
@@ -82,3 +84,35 @@ def streamapp_operator(
         yield operator
     finally:
         operator.stop()
+
+
+AGENT_NODE = "agent-0"
+
+
+@pytest.fixture(scope="module")
+def agent_node(
+    streamapp_operator: operator_proc.Operator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A node agent running Pods for real on Node ``agent-0``, while the KWOK nodes are cordoned.
+
+    Cordoning (not a taint) keeps the apps' specs untouched: while this module runs, the scheduler
+    can only bind new Pods, drivers and executors alike, to the agent's Node. Pods already on KWOK
+    nodes stay there. Afterwards the agent stops (its processes with it), its Node is deleted and
+    the KWOK nodes take Pods again.
+    """
+    kube = streamapp_operator.kube
+    workdir = tmp_path_factory.mktemp("node-agent")
+    agent = node_agent_proc.AgentProcess(kube, AGENT_NODE, workdir)
+    for node in kube.nodes:
+        kube.kubectl("cordon", node)
+    try:
+        seconds = agent.start()
+        sys.stderr.write(f"\nnode agent {AGENT_NODE} Ready in {seconds:.1f}s (log: {agent.log})\n")
+        yield agent
+    finally:
+        agent.stop()
+        kube.kubectl("delete", "node", AGENT_NODE, "--ignore-not-found", "--wait=false")
+        # Its Lease is owned by the Node; gone now rather than when the garbage collector gets to it.
+        kube.kubectl("delete", "lease", AGENT_NODE, "-n", "kube-node-lease", "--ignore-not-found")
+        for node in kube.nodes:
+            kube.kubectl("uncordon", node)

@@ -212,10 +212,13 @@ def driver(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
     return dict(items[0]) if items else None
 
 
-def ready(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
-    """The status once Ready is True and it describes the current generation (else None)."""
+def deployed(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
+    """The status once the current revision's driver Pod runs, for the current generation (else None).
+
+    Not Ready: Ready also needs a completed micro-batch, which a KWOK driver never gets to.
+    """
     app = json.loads(kube.kubectl("get", "streamapp", name, "-n", NS, "-o", "json"))
     status = app.get("status") or {}
-    if condition(status, "Ready").get("status") != "True":
+    if condition(status, "Progressing").get("reason") != "Deployed" or status.get("phase") != "Running":
         return None
     return dict(status) if status.get("observedGeneration") == app["metadata"]["generation"] else None

@@ -26,7 +26,7 @@ from typing import Any
 import cluster
 import operator_proc
 import pytest
-from operator_proc import APPS_NAMESPACE, apply, driver, manifest, ready
+from operator_proc import APPS_NAMESPACE, apply, deployed, driver, manifest
 
 from streamapp.runtime.kafka import admin
 
@@ -108,8 +108,8 @@ def test_the_rendered_driver_pod_runs_and_the_operator_reports_its_progress(
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
     apply(kube, app)
     deadline = time.monotonic() + 60
-    while (pod := driver(kube, "contract")) is None or ready(kube, "contract") is None:
-        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.diagnose()}"
+    while (pod := driver(kube, "contract")) is None or deployed(kube, "contract") is None:
+        assert time.monotonic() < deadline, f"no running driver Pod:\n{streamapp_operator.diagnose()}"
         time.sleep(0.25)
 
     mounts = _materialize(kube, pod, tmp_path / "container")
@@ -184,8 +184,8 @@ def test_the_rendered_driver_starts_its_executors_on_kubernetes(
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
     apply(kube, app)
     deadline = time.monotonic() + 60
-    while (pod := driver(kube, "k8s-contract")) is None or ready(kube, "k8s-contract") is None:
-        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.diagnose()}"
+    while (pod := driver(kube, "k8s-contract")) is None or deployed(kube, "k8s-contract") is None:
+        assert time.monotonic() < deadline, f"no running driver Pod:\n{streamapp_operator.diagnose()}"
         time.sleep(0.25)
 
     mounts = _materialize(kube, pod, tmp_path / "container")

@@ -4,7 +4,8 @@ Every test applies manifests with kubectl, as a user would, and reads back what 
 the objects it created, the status and the printer columns `kubectl get streamapps` shows, its
 events and its metrics. The operator runs as the chart's ServiceAccount (see operator_proc), so
 these tests also prove the chart's RBAC is enough. Driver pods are KWOK pods: scheduled, reported
-Running and Ready, never executed; test_driver_contract runs what they would run.
+Running and Ready, never executed (so their apps are deployed, never Ready: no micro-batch ever
+completes); test_driver_contract runs what they would run, test_apps_run runs apps on a node agent.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import cluster
 import operator_proc
 import pytest
 import yaml
-from operator_proc import APPS_NAMESPACE, apply, driver, manifest, ready
+from operator_proc import APPS_NAMESPACE, apply, deployed, driver, manifest
 
 from streamapp.runtime.kafka import admin
 
@@ -70,7 +71,7 @@ def test_an_app_becomes_ready_sized_to_its_partitions_and_rescales(
     kube, op = _kube(streamapp_operator), streamapp_operator
     source, sink = new_topic(4), new_topic(1)
     apply(kube, manifest("wordcount", source=source, sink=sink, bootstrap=kafka_bootstrap))
-    status = _eventually("wordcount was not Ready", lambda: ready(kube, "wordcount"), operator=op)
+    status = _eventually("wordcount was not deployed", lambda: deployed(kube, "wordcount"), operator=op)
     assert status["phase"] == "Running"
     assert status["inputPartitions"] == 4
     assert status["executors"]["desired"] == 4  # ceil(4 partitions / 1 core), within [1, 8]
@@ -80,8 +81,9 @@ def test_an_app_becomes_ready_sized_to_its_partitions_and_rescales(
     listing = kube.kubectl("get", "streamapps", "-n", NS)
     assert listing.splitlines()[0].split() == ["NAME", "PHASE", "READY", "EXECUTORS", "LAG", "AGE"]
     row = columns(listing, "wordcount")
-    # EXECUTORS counts ready executor pods: KWOK runs no driver, so none were started here.
-    assert (row["PHASE"], row["READY"], row["EXECUTORS"], row["LAG"]) == ("Running", "True", "0", "")
+    # EXECUTORS counts ready executor pods: KWOK runs no driver, so none were started here; and
+    # READY needs a completed micro-batch, which a driver that never runs never commits.
+    assert (row["PHASE"], row["READY"], row["EXECUTORS"], row["LAG"]) == ("Running", "False", "0", "")
     wide_listing = kube.kubectl("get", "sapp", "-n", NS, "-o", "wide")
     wide = columns(wide_listing, "wordcount")
     assert (wide["DESIRED"], wide["REVISION"]) == ("4", status["currentRevision"])  # executors asked for
@@ -93,7 +95,7 @@ def test_an_app_becomes_ready_sized_to_its_partitions_and_rescales(
     admin.add_partitions(kafka_bootstrap, {source: 6})
     grown = _eventually(
         "wordcount was not rescaled to 6 executors",
-        lambda: (s := ready(kube, "wordcount")) and s["executors"]["desired"] == 6 and s,
+        lambda: (s := deployed(kube, "wordcount")) and s["executors"]["desired"] == 6 and s,
         timeout=90,
         operator=op,
     )
@@ -113,7 +115,7 @@ def test_suspend_stops_the_driver_and_resume_starts_it_again(
     kube, op = _kube(streamapp_operator), streamapp_operator
     app = manifest("pausable", source=new_topic(2), sink=new_topic(1), bootstrap=kafka_bootstrap)
     apply(kube, app)
-    _eventually("pausable was not Ready", lambda: ready(kube, "pausable"), operator=op)
+    _eventually("pausable was not deployed", lambda: deployed(kube, "pausable"), operator=op)
 
     kube.kubectl(
         "patch",
@@ -153,7 +155,7 @@ def test_suspend_stops_the_driver_and_resume_starts_it_again(
         "-p",
         '{"spec":{"deployment":{"suspend":false}}}',
     )
-    resumed = _eventually("pausable did not resume", lambda: ready(kube, "pausable"), operator=op)
+    resumed = _eventually("pausable did not resume", lambda: deployed(kube, "pausable"), operator=op)
     assert resumed["phase"] == "Running" and driver(kube, "pausable") is not None
     assert "Suspending" in " ".join(events(kube, "pausable"))
 
@@ -164,14 +166,14 @@ def test_kubectl_scale_pins_the_executors_and_a_reset_restarts_on_a_fresh_checkp
     kube, op = _kube(streamapp_operator), streamapp_operator
     app = manifest("scaled", source=new_topic(2), sink=new_topic(1), bootstrap=kafka_bootstrap)
     apply(kube, app)
-    first = _eventually("scaled was not Ready", lambda: ready(kube, "scaled"), operator=op)
+    first = _eventually("scaled was not deployed", lambda: deployed(kube, "scaled"), operator=op)
     assert first["executors"]["desired"] == 2
 
     # The scale subresource sets spec.deployment.executors.replicas: partition-based sizing is off.
     kube.kubectl("scale", "sapp", "scaled", "-n", NS, "--replicas=3")
     scaled = _eventually(
         "kubectl scale did not reach the driver",
-        lambda: (s := ready(kube, "scaled")) and s["executors"]["desired"] == 3 and s,
+        lambda: (s := deployed(kube, "scaled")) and s["executors"]["desired"] == 3 and s,
         operator=op,
     )
     assert spark_conf(kube, "scaled")["spark.executor.instances"] == "3"
@@ -180,7 +182,7 @@ def test_kubectl_scale_pins_the_executors_and_a_reset_restarts_on_a_fresh_checkp
     kube.kubectl("patch", "sapp", "scaled", "-n", NS, "--type=merge", "-p", patch)
     reset = _eventually(
         "the reset was not carried out",
-        lambda: (s := ready(kube, "scaled")) and s.get("lastReset") == "r1" and s,
+        lambda: (s := deployed(kube, "scaled")) and s.get("lastReset") == "r1" and s,
         operator=op,
     )
     assert reset["currentRevision"] != scaled["currentRevision"]
@@ -196,7 +198,7 @@ def test_deleting_an_app_removes_everything_it_owns(
 ) -> None:
     kube, op = _kube(streamapp_operator), streamapp_operator
     apply(kube, manifest("doomed", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap))
-    _eventually("doomed was not Ready", lambda: ready(kube, "doomed"), operator=op)
+    _eventually("doomed was not deployed", lambda: deployed(kube, "doomed"), operator=op)
     owned = kube.kubectl("get", OWNED_KINDS, "-n", NS, "-l", "streamapp.io/app=doomed", "-o", "name").split()
     assert len(owned) == 6, owned  # driver Pod, Service, ConfigMap, ServiceAccount, Role, RoleBinding
 
@@ -242,7 +244,7 @@ def test_invalid_manifests_are_refused_or_degraded_and_never_disturb_a_running_a
     source, sink = new_topic(2), new_topic(1)
     good = manifest("steady", source=source, sink=sink, bootstrap=kafka_bootstrap)
     apply(kube, good)
-    _eventually("steady was not Ready", lambda: ready(kube, "steady"), operator=op)
+    _eventually("steady was not deployed", lambda: deployed(kube, "steady"), operator=op)
     running = driver(kube, "steady")
     assert running is not None
 
@@ -308,7 +310,7 @@ def test_invalid_manifests_are_refused_or_degraded_and_never_disturb_a_running_a
     )
     apply(kube, good)
     healthy = _eventually(
-        "steady did not recover once valid again", lambda: ready(kube, "steady"), operator=op
+        "steady did not recover once valid again", lambda: deployed(kube, "steady"), operator=op
     )
     assert operator_proc.condition(healthy, "Degraded")["status"] == "False"
     final = driver(kube, "steady")
@@ -339,7 +341,7 @@ def test_operator_metrics(
 ) -> None:
     kube, op = _kube(streamapp_operator), streamapp_operator
     apply(kube, manifest("measured", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap))
-    _eventually("measured was not Ready", lambda: ready(kube, "measured"), operator=op)
+    _eventually("measured was not deployed", lambda: deployed(kube, "measured"), operator=op)
     broken = manifest("measured-broken", source="in", sink="out", bootstrap=kafka_bootstrap)
     broken["spec"]["topology"]["streams"][0]["steps"][1] = {"filter": "valeu != ''"}
     apply(kube, broken)

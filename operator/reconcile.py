@@ -75,6 +75,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
         revision=(meta.get("labels") or {}).get(desired.REVISION_LABEL),
         terminating=bool(meta.get("deletionTimestamp")),
         message=message,
+        started=pod_status.get("startTime"),
     )
 
 
@@ -94,8 +95,10 @@ def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | N
 
 
 def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
+    """Executor Pods that run and pass their readiness (a terminating one no longer counts)."""
     pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor")
-    return sum(1 for pod in pods if (observed := observe_driver(pod)) and observed.ready)
+    seen = [observe_driver(pod) for pod in pods]
+    return sum(1 for pod in seen if pod and pod.phase == "Running" and pod.ready and not pod.terminating)
 
 
 def _kafka_config(
@@ -252,8 +255,11 @@ def _reconcile(
             why = _replace_reason(previous, seen, executors, wanted)
             events.append(Event("Normal", "DriverReplaced", f"replacing driver Pod {pod_name}: {why}"))
             error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
+        ended = seen if seen.phase in ("Failed", "Succeeded") else None
         cluster.delete("v1", "Pod", ref.namespace, pod_name, grace_seconds=desired.GRACE_SECONDS)
         seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+        # The API server removes an ended Pod at once: report how it ended, not that it is missing.
+        seen = ended if seen is None and ended is not None else seen
     elif action == "wait" and wanted.driver is not None:
         error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
 

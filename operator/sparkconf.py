@@ -43,7 +43,9 @@ def driver_conf(
         "spark.kubernetes.executor.label.streamapp.io/app": app,
         "spark.kubernetes.executor.label.app.kubernetes.io/managed-by": "streamapp-operator",
         "spark.driver.host": driver_host,
-        "spark.driver.bindAddress": "0.0.0.0",
+        # The Pod IP (Spark resolves ${env:...} when it reads the setting), as Spark's own image binds
+        # its driver: not every interface, so that drivers sharing a host never share a port.
+        "spark.driver.bindAddress": "${env:STREAMAPP_DRIVER_POD_IP}",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.driver.memory": plan.resources.driver.memory or DEFAULT_MEMORY,

@@ -1,8 +1,10 @@
 """The status the operator writes, as a pure function of what it wanted and what it saw.
 
-Conditions follow the Kubernetes convention: ``Ready`` (the driver of the current spec runs),
+Conditions follow the Kubernetes convention: ``Ready`` (the driver of the current spec runs and
+processes: it completed a micro-batch since it started, recently, or nothing waits for it),
 ``Progressing`` (the operator is moving the app somewhere: deploying, replacing, stopping) and
-``Degraded`` (something needs a human: an invalid spec, a failed driver). A condition's
+``Degraded`` (something needs a human: an invalid spec, a failed driver — kept, with its exit
+code, until a replacement processes again). A condition's
 ``lastTransitionTime`` only moves when its status does, so watchers can tell flapping from news.
 The phase is the one-word summary ``kubectl get`` shows.
 """
@@ -10,6 +12,7 @@ The phase is the one-word summary ``kubectl get`` shows.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +23,8 @@ __all__ = ["DriverObservation", "Observation", "Target", "compute", "condition"]
 
 #: A driver that exited, even with 0, has stopped processing: a streaming query does not finish.
 _ENDED = ("Failed", "Succeeded")
+#: Records waiting and no micro-batch for this long: the driver runs but does not process.
+STALL_SECONDS = 120
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +38,7 @@ class DriverObservation:
     terminating: bool = False
     message: str | None = None  # why it is waiting or how it ended (reason, exit code)
     credentials: str | None = None  # digest of the Kafka credentials it was started with
+    started: str | None = None  # when the Pod started (status.startTime, RFC 3339)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +86,36 @@ def _problems_text(problems: Sequence[runtime_errors.Problem]) -> str:
     return shown + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
 
 
-def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any]) -> _Verdict:
+def _time(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _not_processing(driver: DriverObservation, standing: kafka_probe.Standing | None, now: str) -> str | None:
+    """Why a running driver is not Ready yet (None: it processes).
+
+    Evidence is the progress the driver commits after each micro-batch: a batch completed since
+    this Pod started and not long ago, or nothing waiting (lag 0). A Pod that merely runs — a JVM
+    still starting, a query stuck — is not Ready.
+    """
+    if standing is None:
+        return f"driver Pod {driver.name} runs; no micro-batch has completed yet"
+    if standing.lag == 0:
+        return None
+    last, started, clock = _time(standing.time), _time(driver.started), _time(now)
+    if last is None or (started is not None and last < started):
+        return f"driver Pod {driver.name} has not completed a micro-batch yet; {standing.lag} records wait"
+    if clock is not None and (clock - last).total_seconds() > STALL_SECONDS:
+        idle = (clock - last).total_seconds()
+        return f"no micro-batch for {idle:.0f} s while {standing.lag} records wait"
+    return None
+
+
+def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now: str) -> _Verdict:
     driver = seen.driver
     running = driver is not None and driver.phase == "Running" and driver.ready and not driver.terminating
     if target.problems:
@@ -137,6 +172,13 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any]) -> 
             progressing=(True, "Restarting", "a new driver Pod resumes from the checkpoint"),
             degraded=(True, "DriverFailed", how),
         )
+    if running and driver is not None and (idle := _not_processing(driver, seen.standing, now)):
+        return _Verdict(
+            phase="Running",
+            ready=(False, "NoRecentBatch", idle),
+            progressing=(False, "Deployed", f"revision {target.revision} is deployed"),
+            degraded=(False, "DriverRunning", ""),
+        )
     if running:
         return _Verdict(
             phase="Running",
@@ -153,12 +195,26 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any]) -> 
     )
 
 
+def _still_failed(verdict: _Verdict, target: Target, previous: Mapping[str, Any]) -> _Verdict:
+    """A driver that failed keeps the app Degraded (with how it ended) until a driver processes.
+
+    Its replacement starting is no recovery: a crash loop would otherwise flip Degraded on and
+    off between attempts, and the exit code would be gone from the status when anyone looks.
+    """
+    conditions: list[Mapping[str, Any]] = previous.get("conditions") or []
+    before: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Degraded"), {})
+    failed = before.get("status") == "True" and before.get("reason") == "DriverFailed"
+    if not failed or verdict.degraded[0] or verdict.ready[0] or target.suspend or target.problems:
+        return verdict
+    return dataclasses.replace(verdict, degraded=(True, "DriverFailed", str(before.get("message") or "")))
+
+
 def compute(
     *, previous: Mapping[str, Any] | None, target: Target, seen: Observation, now: str
 ) -> dict[str, Any]:
     """The full status (camelCase, as the CRD stores it) to write over ``previous``."""
     previous = previous or {}
-    verdict = _verdict(target, seen, previous)
+    verdict = _still_failed(_verdict(target, seen, previous, now), target, previous)
     conditions = [
         condition(previous, type_=name, status=value[0], reason=value[1], message=value[2], now=now)
         for name, value in (

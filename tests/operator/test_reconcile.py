@@ -54,7 +54,10 @@ def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) 
     assert [e.reason for e in first.events] == ["DriverCreated"]
 
     fake_cluster.run_pod(DRIVER)
-    second = run(spec)
+    started = run(spec)  # the Pod runs, but no micro-batch has completed: not Ready yet
+    assert started.status["phase"] == "Running"
+    assert _condition(started, "Ready") == ("False", "NoRecentBatch")
+    second = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
     assert second.status["phase"] == "Running"
     assert _condition(second, "Ready") == ("True", "DriverRunning")
     assert (
@@ -137,7 +140,44 @@ def test_a_failed_driver_is_replaced(run: Any, spec: dict[str, Any], fake_cluste
     assert _condition(failed, "Degraded") == ("True", "DriverFailed")
     assert ("delete", "Pod", DRIVER) in fake_cluster.calls
     fake_cluster.finish_terminating()
-    assert run(spec).events[0].reason == "DriverCreated"
+    replaced = run(spec)
+    assert replaced.events[0].reason == "DriverCreated"
+    # Still Degraded, with how the last driver ended, until a new one processes.
+    assert _condition(replaced, "Degraded") == ("True", "DriverFailed")
+    fake_cluster.run_pod(DRIVER)
+    assert _condition(run(spec), "Degraded") == ("True", "DriverFailed")  # runs, no batch yet
+    recovered = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
+    assert _condition(recovered, "Degraded") == ("False", "DriverRunning")
+    assert _condition(recovered, "Ready") == ("True", "DriverRunning")
+
+
+def test_an_ended_driver_removed_at_once_is_reported_with_its_exit_code(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    """The API server deletes a Pod in a terminal phase immediately, not after a grace period."""
+    run(spec)
+    pod = fake_cluster.objects[("Pod", "apps", DRIVER)]
+    pod["status"] = {
+        "phase": "Failed",
+        "containerStatuses": [{"state": {"terminated": {"reason": "Error", "exitCode": 3}}}],
+    }
+    fake_cluster.delete = _deleting_at_once(fake_cluster)
+    failed = run(spec)
+    assert ("Pod", "apps", DRIVER) not in fake_cluster.objects
+    degraded = next(c for c in failed.status["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "DriverFailed")
+    assert "exit code 3" in degraded["message"]
+    assert "exit code 3" in run(spec).status["message"]  # and after the replacement is created
+
+
+def _deleting_at_once(cluster: Any) -> Any:
+    def delete(
+        api_version: str, kind: str, namespace: str, name: str, *, grace_seconds: int | None = None
+    ) -> bool:
+        cluster.calls.append(("delete", kind, name))
+        return cluster.objects.pop((kind, namespace, name), None) is not None
+
+    return delete
 
 
 def test_reset_is_recorded_once_its_driver_runs(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streamapp.operator import status
+from streamapp.operator import kafka_probe, status
 from streamapp.runtime import errors as runtime_errors
 
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
@@ -63,7 +63,9 @@ def test_transitions(
     progressing: tuple[str, str],
     degraded: str,
 ) -> None:
-    result = status.compute(previous=None, target=target, seen=status.Observation(driver), now=NOW)
+    caught_up = kafka_probe.Standing(lag=0)  # a running driver is Ready only once it processes
+    seen = status.Observation(driver, standing=caught_up)
+    result = status.compute(previous=None, target=target, seen=seen, now=NOW)
     conditions = _conditions(result)
     assert result["phase"] == phase
     assert conditions["Ready"][1] == ready
@@ -103,8 +105,9 @@ def test_invalid_spec_without_a_driver_is_failed() -> None:
 
 
 def test_transition_time_moves_only_when_the_status_changes() -> None:
-    first = status.compute(previous=None, target=TARGET, seen=status.Observation(_driver()), now=NOW)
-    again = status.compute(previous=first, target=TARGET, seen=status.Observation(_driver()), now=LATER)
+    processing = status.Observation(_driver(), standing=kafka_probe.Standing(lag=0))
+    first = status.compute(previous=None, target=TARGET, seen=processing, now=NOW)
+    again = status.compute(previous=first, target=TARGET, seen=processing, now=LATER)
     assert [c["lastTransitionTime"] for c in again["conditions"]] == [NOW, NOW, NOW]
     failed = status.compute(
         previous=again, target=TARGET, seen=status.Observation(_driver("Failed", ready=False)), now=LATER
@@ -126,3 +129,43 @@ def test_a_failed_drivers_message_says_why() -> None:
     driver = _driver("Failed", ready=False, message="driver container ended: Error (exit code 1)")
     result = status.compute(previous=None, target=TARGET, seen=status.Observation(driver), now=NOW)
     assert result["message"] == "driver container ended: Error (exit code 1)"
+
+
+STARTED = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("standing", "now", "ready"),
+    [
+        (None, "2026-01-01T00:01:00Z", ("False", "NoRecentBatch")),  # runs, never completed a batch
+        (kafka_probe.Standing(lag=0), "2026-01-01T00:01:00Z", ("True", "DriverRunning")),  # caught up
+        # Records wait and the last batch is from before this driver started (the one it replaced).
+        (
+            kafka_probe.Standing(lag=5, time="2025-12-31T23:59:50.000Z"),
+            "2026-01-01T00:00:30Z",
+            ("False", "NoRecentBatch"),
+        ),
+        (
+            kafka_probe.Standing(lag=5, time="2026-01-01T00:00:20.000Z"),
+            "2026-01-01T00:00:30Z",
+            ("True", "DriverRunning"),
+        ),
+        # Records wait and no batch for longer than STALL_SECONDS: running, not processing.
+        (
+            kafka_probe.Standing(lag=5, time="2026-01-01T00:00:20.000Z"),
+            "2026-01-01T00:10:00Z",
+            ("False", "NoRecentBatch"),
+        ),
+    ],
+)
+def test_ready_means_a_micro_batch_completed_recently(
+    standing: kafka_probe.Standing | None, now: str, ready: tuple[str, str]
+) -> None:
+    driver = _driver(started=STARTED)
+    result = status.compute(
+        previous=None, target=TARGET, seen=status.Observation(driver, standing=standing), now=now
+    )
+    assert _conditions(result)["Ready"] == ready
+    assert result["phase"] == "Running"
+    assert _conditions(result)["Progressing"] == ("False", "Deployed")
+    assert _conditions(result)["Degraded"][0] == "False"

@@ -1,0 +1,696 @@
+"""One Pod on a node agent's Node: its files, its environment, its processes, its honest status.
+
+Why a module of its own: ``node_agent`` is about the Node (registration, heartbeats, DNS); this is
+what a kubelet does for each Pod — write the volumes, resolve the environment as the kubelet does
+(``fieldRef``, ``secretKeyRef``, ``configMapKeyRef``, ``resourceFieldRef``, ``envFrom``,
+``$(VAR)`` references), start every container in a private mount namespace with the volumes
+bind-mounted at their ``mountPath``, run the probes, restart per ``restartPolicy``, and report
+what it saw. See ``node_agent``'s docstring for what a "container" is (and is not) here.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from node_agent import NodeAgent
+
+HERE = Path(__file__).resolve().parent
+ENTRYPOINT = HERE / "spark_entrypoint.py"
+#: Back-off before restarting a crashed container: the kubelet's 10 s doubling to 5 min.
+BACKOFF_BASE, BACKOFF_MAX = 10.0, 300.0
+#: Bind-mount each (source, target, rw|ro) triple, then exec the command: the container's view.
+_MOUNT_SCRIPT = (
+    'set -e; n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'if [ -d "$1" ]; then mkdir -p "$2"; else mkdir -p "$(dirname "$2")"; [ -e "$2" ] || touch "$2"; fi; '
+    'mount --bind "$1" "$2"; if [ "$3" = ro ]; then mount -o remount,bind,ro "$2"; fi; '
+    'shift 3; n=$((n-1)); done; exec "$@"'
+)
+_SUFFIX = {
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity (``500m``, ``1.5``, ``896Mi``) as a number."""
+    match = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(text))
+    if not match or (match[2] and match[2] not in _SUFFIX):
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return float(match[1]) * _SUFFIX.get(match[2], 1)
+
+
+class ConfigError(Exception):
+    """The container cannot be configured yet (a missing Secret or ConfigMap key): retried."""
+
+
+def _java_home() -> str:
+    java = Path(
+        subprocess.run(
+            ["sh", "-c", "command -v java"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
+    return str(java.resolve().parent.parent) if java.name else ""
+
+
+def _spark_home() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    return str(Path(spec.origin).parent) if spec and spec.origin else ""
+
+
+#: The runtime image's ENV, stood in for by the project's environment (see images/runtime/Dockerfile).
+IMAGE_ENV = {
+    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+    "JAVA_HOME": _java_home(),
+    "SPARK_HOME": _spark_home(),
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    "STREAMAPP_CACHE": os.environ.get("STREAMAPP_CACHE") or str(Path.home() / ".cache" / "streamapp"),
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONSAFEPATH": "1",
+}
+
+
+class Container:
+    """One container's process and what the kubelet remembers about it."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.name: str = spec["name"]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self.state: dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
+        self.last_state: dict[str, Any] = {}
+        self.ready = False
+        self.started_at = 0.0
+        self.next_start = 0.0  # monotonic time before which a restart waits (back-off)
+        self.done = False  # terminated and not to be restarted
+        self.probe_results: dict[str, list[bool]] = {"readiness": [], "liveness": []}
+        self.probe_due: dict[str, float] = {}
+
+    def status(self, image: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "image": image,
+            "imageID": "",
+            "ready": self.ready,
+            "started": "running" in self.state,
+            "restartCount": self.restarts,
+            "state": self.state,
+        }
+        if self.process is not None:
+            out["containerID"] = f"node-agent://{self.process.pid}"
+        if self.last_state:
+            out["lastState"] = self.last_state
+        return out
+
+
+class PodRunner(threading.Thread):
+    """Runs one Pod until it is deleted (or ends, with restartPolicy Never/OnFailure)."""
+
+    def __init__(self, agent: NodeAgent, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        super().__init__(daemon=True, name=f"pod-{meta['namespace']}/{meta['name']}")
+        self.agent = agent
+        self.pod = pod
+        self.ns, self.pod_name, self.uid = meta["namespace"], meta["name"], meta["uid"]
+        self.ip = agent.net.allocate()
+        self.dir = agent.dir / "pods" / self.ns / self.pod_name
+        self.containers = [Container(c) for c in pod["spec"]["containers"]]
+        self.policy = pod["spec"].get("restartPolicy", "Always")
+        self.started_time = ""
+        self._gone = threading.Event()
+        self._reported: Any = None
+        self.created: list[Path] = []  # mount points made on the host for this Pod
+
+    def log(self, message: str) -> None:
+        self.agent.log(f"pod {self.ns}/{self.pod_name}: {message}")
+
+    def update(self, pod: dict[str, Any]) -> None:
+        self.pod = pod
+
+    def vanished(self) -> None:
+        self._gone.set()
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/namespaces/{self.ns}/pods/{self.pod_name}"
+
+    # -- the Pod's life --------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as err:  # noqa: BLE001 - a fixture thread must say why it stopped
+            self.log(f"agent error: {err!r}")
+            self.kill_all()
+        finally:
+            self._clean_mount_points()
+
+    def _run(self) -> None:
+        self.started_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._announce()
+        mounts = self._volumes()
+        while True:
+            if self._gone.is_set() or self.agent.failed.is_set():
+                self.kill_all()
+                return
+            if self.agent.stopping.is_set():  # the agent stops the containers; wait for it to finish
+                if all(c.done or c.process is None for c in self.containers):
+                    return
+                time.sleep(0.25)
+                continue
+            if self.pod["metadata"].get("deletionTimestamp"):
+                grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
+                grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace
+                self.stop_containers(float(grace))
+                self._report()
+                self._remove()
+                return
+            for container in self.containers:
+                self._tend(container, mounts)
+            self._report()
+            if all(c.done for c in self.containers):
+                self.log(f"ended: {self._phase()}")
+                return
+            time.sleep(0.25)
+
+    def _announce(self) -> None:
+        spec = self.pod["spec"]
+        unapplied = []
+        security = {**(spec.get("securityContext") or {})}
+        for c in spec["containers"]:
+            security.update(c.get("securityContext") or {})
+        unapplied += [
+            f"securityContext.{key}"
+            for key in ("runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup")
+            if key in security
+        ]
+        if any((c.get("resources") or {}).get("limits") for c in spec["containers"]):
+            unapplied.append("resource limits")
+        if spec.get("initContainers"):
+            unapplied.append("initContainers")
+        images = ", ".join(sorted({c.get("image", "?") for c in spec["containers"]}))
+        self.log(
+            f"Pod IP {self.ip}; image {images} runs from the project's environment ({sys.prefix}), "
+            f"not from an image filesystem; not applied here: {', '.join(unapplied) or 'nothing'}"
+        )
+
+    # -- volumes -----------------------------------------------------------------------------
+
+    def _get(self, kind: str, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.agent.api.find(f"/api/v1/namespaces/{self.ns}/{kind}/{name}")
+        return found
+
+    def _data(self, kind: str, name: str) -> dict[str, bytes] | None:
+        obj = self._get(kind, name)
+        if obj is None:
+            return None
+        data = (
+            {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+            if kind == "secrets"
+            else {k: v.encode() for k, v in (obj.get("data") or {}).items()}
+        )
+        if kind == "configmaps":
+            data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+        return data
+
+    def _write_items(self, folder: Path, data: dict[str, bytes], items: list[dict[str, Any]] | None) -> None:
+        for item in items or [{"key": k, "path": k} for k in data]:
+            if item["key"] not in data:
+                raise ConfigError(f"key {item['key']!r} is missing")
+            target = folder / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data[item["key"]])
+
+    def _volumes(self) -> dict[str, Path]:
+        """Each volume's files under the Pod's folder; {volume name: folder}."""
+        out: dict[str, Path] = {}
+        for volume in self.pod["spec"].get("volumes") or []:
+            folder = self.dir / "volumes" / volume["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            while True:
+                try:
+                    self._fill(volume, folder)
+                    break
+                except ConfigError as err:  # the kubelet waits for a missing ConfigMap or Secret
+                    self.log(f"volume {volume['name']}: {err}; retrying")
+                    if self._gone.is_set() or self.pod["metadata"].get("deletionTimestamp"):
+                        break
+                    time.sleep(1)
+            out[volume["name"]] = folder
+        return out
+
+    def _fill(self, volume: dict[str, Any], folder: Path) -> None:
+        if "emptyDir" in volume:
+            return
+        if "configMap" in volume or "secret" in volume:
+            kind, source = (
+                ("configmaps", volume["configMap"])
+                if "configMap" in volume
+                else ("secrets", volume["secret"])
+            )
+            name = source.get("name") or source.get("secretName")
+            data = self._data(kind, name)
+            if data is None:
+                if source.get("optional"):
+                    return
+                raise ConfigError(f"{kind[:-1]} {name} not found")
+            self._write_items(folder, data, source.get("items"))
+            return
+        if "projected" in volume:
+            for source in volume["projected"].get("sources") or []:
+                if "serviceAccountToken" in source:
+                    token = self._token(source["serviceAccountToken"])
+                    (folder / source["serviceAccountToken"]["path"]).write_text(token)
+                elif "configMap" in source or "secret" in source:
+                    self._fill(source, folder)
+                elif "downwardAPI" in source:
+                    for item in source["downwardAPI"].get("items") or []:
+                        (folder / item["path"]).write_text(self._field(item["fieldRef"]["fieldPath"]))
+            return
+        if "downwardAPI" in volume:
+            for item in volume["downwardAPI"].get("items") or []:
+                (folder / item["path"]).write_text(self._field(item["fieldRef"]["fieldPath"]))
+            return
+        raise ConfigError(f"volume type {sorted(set(volume) - {'name'})} is not supported by the node agent")
+
+    def _token(self, source: dict[str, Any]) -> str:
+        """A bound token for the Pod's ServiceAccount, from the TokenRequest API (not rotated)."""
+        account = self.pod["spec"].get("serviceAccountName") or "default"
+        spec: dict[str, Any] = {
+            "expirationSeconds": int(source.get("expirationSeconds", 3607)),
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.pod_name, "uid": self.uid},
+        }
+        if source.get("audience"):
+            spec["audiences"] = [source["audience"]]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        path = f"/api/v1/namespaces/{self.ns}/serviceaccounts/{account}/token"
+        return str(self.agent.api.call("POST", path, body)["status"]["token"])
+
+    # -- environment -------------------------------------------------------------------------
+
+    def _field(self, path: str) -> str:
+        meta, spec = self.pod["metadata"], self.pod["spec"]
+        simple = {
+            "metadata.name": meta["name"],
+            "metadata.namespace": meta["namespace"],
+            "metadata.uid": meta["uid"],
+            "spec.nodeName": spec.get("nodeName", ""),
+            "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+            "status.hostIP": "127.0.0.1",
+            "status.podIP": self.ip,
+            "status.podIPs": self.ip,
+        }
+        if path in simple:
+            return str(simple[path])
+        match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+        if match:
+            return str((meta.get(match[1]) or {}).get(match[2], ""))
+        raise ConfigError(f"fieldRef {path!r} is not supported")
+
+    def _resource(self, ref: dict[str, Any], container: dict[str, Any]) -> str:
+        owner = next(
+            (c for c in self.pod["spec"]["containers"] if c["name"] == ref.get("containerName")), container
+        )
+        kind, _, name = ref["resource"].partition(".")
+        value = ((owner.get("resources") or {}).get(kind) or {}).get(name)
+        if value is None:  # an unset limit is the node's allocatable, as the kubelet says
+            value = self.agent.capacity[name]
+        number = quantity(value) / quantity(ref.get("divisor") or "1")
+        return str(math.ceil(number))
+
+    def _key(self, kind: str, ref: dict[str, Any]) -> str | None:
+        data = self._data(kind, ref["name"])
+        if data is None or ref["key"] not in data:
+            if ref.get("optional"):
+                return None
+            raise ConfigError(f"{kind[:-1]} {ref['name']} key {ref['key']!r} not found")
+        return data[ref["key"]].decode()
+
+    def environment(self, container: dict[str, Any]) -> dict[str, str]:
+        """The container's environment, kubelet order: service links, envFrom, env ($(VAR) expanded)."""
+        env = {
+            "KUBERNETES_SERVICE_HOST": self.agent.net.service_ip,
+            "KUBERNETES_SERVICE_PORT": "443",
+            "HOSTNAME": self.pod_name,
+        }
+        for source in container.get("envFrom") or []:
+            kind, ref = (
+                ("configmaps", source["configMapRef"])
+                if "configMapRef" in source
+                else ("secrets", source["secretRef"])
+            )
+            data = self._data(kind, ref["name"])
+            if data is None and not ref.get("optional"):
+                raise ConfigError(f"{kind[:-1]} {ref['name']} not found")
+            env.update({source.get("prefix", "") + k: v.decode() for k, v in (data or {}).items()})
+        for var in container.get("env") or []:
+            source = var.get("valueFrom")
+            if source is None:
+                env[var["name"]] = _expand(var.get("value", ""), env)
+            elif "fieldRef" in source:
+                env[var["name"]] = self._field(source["fieldRef"]["fieldPath"])
+            elif "resourceFieldRef" in source:
+                env[var["name"]] = self._resource(source["resourceFieldRef"], container)
+            elif "secretKeyRef" in source or "configMapKeyRef" in source:
+                kind = "secrets" if "secretKeyRef" in source else "configmaps"
+                value = self._key(kind, source.get("secretKeyRef") or source["configMapKeyRef"])
+                if value is not None:
+                    env[var["name"]] = value
+        return env
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _argv(self, spec: dict[str, Any], env: dict[str, str]) -> list[str]:
+        command = [_expand(a, env) for a in spec.get("command") or []]
+        args = [_expand(a, env) for a in spec.get("args") or []]
+        if not command:  # the image's ENTRYPOINT: the runtime image's is Spark's entrypoint
+            command = [sys.executable, str(ENTRYPOINT)]
+        return [*command, *args]
+
+    def _start(self, container: Container, mounts: dict[str, Path]) -> None:
+        spec = container.spec
+        try:
+            env = {**IMAGE_ENV, **self.environment(spec)}
+        except (ConfigError, ValueError, urllib.error.URLError) as err:
+            container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(err)}}
+            container.next_start = time.monotonic() + 2
+            return
+        env.setdefault("HOME", str(self.dir / "home"))
+        Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+        # What the container's processes see of the network: their Pod IP and the cluster's names.
+        env["SPARK_LOCAL_IP"] = self.ip
+        hosts = f"-Djdk.net.hosts.file={self.agent.hosts_file}"
+        env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {hosts}".strip()
+        binds: list[str] = []
+        for mount in spec.get("volumeMounts") or []:
+            source = mounts[mount["name"]] / mount.get("subPath", "")
+            self._mount_point(Path(mount["mountPath"]), source.is_dir())
+            binds += [str(source), mount["mountPath"], "ro" if mount.get("readOnly") else "rw"]
+        argv = self._argv(spec, env)
+        wrapper = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_SCRIPT, "sh"]
+        work = self.dir / "work"
+        work.mkdir(exist_ok=True)
+        log = self.dir / f"{container.name}.log"
+        with log.open("ab") as out:
+            out.write(f"--- node-agent: start #{container.restarts}: {argv}\n".encode())
+            out.flush()
+            container.process = subprocess.Popen(
+                [*wrapper, str(len(binds) // 3), *binds, *argv],
+                env=env,
+                cwd=spec.get("workingDir") or work,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: SIGKILL takes every child with it
+            )
+        container.started_at = time.monotonic()
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        container.state = {"running": {"startedAt": started}}
+        container.ready = False
+        container.probe_results = {"readiness": [], "liveness": []}
+        container.probe_due = {}
+        (self.dir / f"{container.name}.pid").write_text(str(container.process.pid))
+        self.log(f"container {container.name} started (pid {container.process.pid}, log {log})")
+
+    def _mount_point(self, target: Path, directory: bool) -> None:
+        """Create a missing mount point on the host (empty); remembered to be removed at the end."""
+        missing = [p for p in [target, *target.parents] if not p.exists()]
+        if directory:
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+        self.created += [p for p in missing if p not in self.created]
+
+    def _clean_mount_points(self) -> None:
+        """Remove the empty mount points this Pod created, unless another Pod here still uses one."""
+        others = {p for r in self.agent.pods.values() if r is not self and r.is_alive() for p in r.created}
+        for path in sorted(self.created, key=lambda p: len(p.parts), reverse=True):
+            if path not in others:
+                with contextlib.suppress(OSError):
+                    path.rmdir() if path.is_dir() else path.unlink()
+
+    def _tend(self, container: Container, mounts: dict[str, Path]) -> None:
+        if container.done:
+            return
+        proc = container.process
+        if proc is None or (proc.poll() is not None and "terminated" not in container.state):
+            if proc is not None:
+                self._ended(container, proc)
+                return
+            if time.monotonic() >= container.next_start:
+                self._start(container, mounts)
+            return
+        if "terminated" in container.state:  # waiting out the back-off
+            if time.monotonic() >= container.next_start:
+                container.last_state = {"terminated": container.state["terminated"]}
+                container.restarts += 1
+                container.process = None
+                self._start(container, mounts)
+            return
+        self._probe(container)
+
+    def _ended(self, container: Container, proc: subprocess.Popen[bytes], *, final: bool = False) -> None:
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        _kill_group(proc.pid, signal.SIGKILL)  # the container's other processes go with it
+        finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        message = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else ""
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": container.state.get("running", {}).get("startedAt"),
+            "finishedAt": finished,
+            "message": message,
+        }
+        container.ready = False
+        self.log(f"container {container.name} exited with {code} {message}".rstrip())
+        restart = self.policy == "Always" or (self.policy == "OnFailure" and code != 0)
+        if final or not restart:
+            container.state = {"terminated": terminated}
+            container.done = True
+            return
+        delay = min(BACKOFF_MAX, self.agent_backoff() * 2 ** min(container.restarts, 10))
+        container.next_start = time.monotonic() + delay
+        container.state = {"terminated": terminated}
+        # The kubelet shows the wait as CrashLoopBackOff with the last termination beside it.
+        container.last_state = {"terminated": terminated}
+        container.state = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {delay:.0f}s restarting failed container",
+            },
+            "terminated": terminated,
+        }
+
+    def agent_backoff(self) -> float:
+        return float(getattr(self.agent, "backoff", BACKOFF_BASE))
+
+    # -- probes ------------------------------------------------------------------------------
+
+    def _probe(self, container: Container) -> None:
+        now = time.monotonic()
+        for kind in ("readiness", "liveness"):
+            probe = container.spec.get(f"{kind}Probe")
+            if probe is None:
+                if kind == "readiness":
+                    container.ready = True
+                continue
+            due = container.probe_due.get(
+                kind, container.started_at + float(probe.get("initialDelaySeconds", 0))
+            )
+            if now < due:
+                continue
+            container.probe_due[kind] = now + float(probe.get("periodSeconds", 10))
+            ok = self._check(probe, container)
+            results = container.probe_results[kind]
+            results.append(ok)
+            del results[:-10]
+            fail_n, ok_n = int(probe.get("failureThreshold", 3)), int(probe.get("successThreshold", 1))
+            if kind == "readiness":
+                if len(results) >= ok_n and all(results[-ok_n:]):
+                    container.ready = True
+                elif (len(results) >= fail_n and not any(results[-fail_n:])) or (
+                    not ok and not container.ready
+                ):
+                    container.ready = False
+            elif len(results) >= fail_n and not any(results[-fail_n:]) and container.process:
+                self.log(f"container {container.name}: liveness probe failed {fail_n} times; killing it")
+                grace = float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
+                _stop(container.process, grace)
+                self._ended(container, container.process)
+
+    def _check(self, probe: dict[str, Any], container: Container) -> bool:
+        timeout = float(probe.get("timeoutSeconds", 1))
+        try:
+            if "exec" in probe and container.process:
+                # Inside the container's mount namespace, with its environment.
+                pid = str(container.process.pid)
+                argv = ["nsenter", "--mount", "--target", pid, "--", *probe["exec"]["command"]]
+                env = {**IMAGE_ENV, **self.environment(container.spec)}
+                return (
+                    subprocess.run(
+                        argv, env=env, timeout=timeout, capture_output=True, check=False
+                    ).returncode
+                    == 0
+                )
+            if "httpGet" in probe:
+                get = probe["httpGet"]
+                host, port = get.get("host") or self.ip, self._port(get["port"], container)
+                url = f"{get.get('scheme', 'HTTP').lower()}://{host}:{port}{get.get('path', '/')}"
+                with urllib.request.urlopen(url, timeout=timeout) as resp:
+                    return bool(200 <= resp.status < 400)
+            if "tcpSocket" in probe:
+                import socket
+
+                port = self._port(probe["tcpSocket"]["port"], container)
+                with socket.create_connection(
+                    (probe["tcpSocket"].get("host") or self.ip, port), timeout=timeout
+                ):
+                    return True
+        except (OSError, subprocess.TimeoutExpired, ConfigError, urllib.error.URLError):
+            return False
+        return False
+
+    @staticmethod
+    def _port(port: int | str, container: Container) -> int:
+        if isinstance(port, int) or str(port).isdigit():
+            return int(port)
+        return int(
+            next(p["containerPort"] for p in container.spec.get("ports") or [] if p.get("name") == port)
+        )
+
+    # -- status ------------------------------------------------------------------------------
+
+    def _phase(self) -> str:
+        states = [c.state for c in self.containers]
+        if all(c.done for c in self.containers):
+            return "Succeeded" if all(s["terminated"]["exitCode"] == 0 for s in states) else "Failed"
+        if any(c.process is not None for c in self.containers):
+            return "Running"
+        return "Pending"
+
+    def _report(self) -> None:
+        if self.agent.failed.is_set():
+            return
+        images = {c["name"]: c.get("image", "") for c in self.pod["spec"]["containers"]}
+        statuses = [c.status(images[c.name]) for c in self.containers]
+        for status in statuses:  # the API shows one state; the back-off keeps its last one aside
+            state = status["state"]
+            if "waiting" in state and "terminated" in state:
+                status["state"] = {"waiting": state["waiting"]}
+        ready = all(c.ready for c in self.containers)
+        phase = self._phase()
+
+        def cond(kind: str, ok: bool) -> dict[str, Any]:
+            return {"type": kind, "status": "True" if ok else "False"}
+
+        status = {
+            "phase": phase,
+            "hostIP": "127.0.0.1",
+            "podIP": self.ip,
+            "podIPs": [{"ip": self.ip}],
+            "startTime": self.started_time,
+            "conditions": [
+                cond("PodScheduled", True),
+                cond("Initialized", True),
+                cond("ContainersReady", ready),
+                cond("Ready", ready and phase == "Running"),
+            ],
+            "containerStatuses": statuses,
+        }
+        if json.dumps(status, sort_keys=True) == self._reported:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for condition in status["conditions"]:
+            condition["lastTransitionTime"] = now
+        try:
+            self.agent.api.merge(f"{self.path}/status", {"status": status})
+            self._reported = json.dumps(
+                {
+                    **status,
+                    "conditions": [
+                        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                        for c in status["conditions"]
+                    ],
+                },
+                sort_keys=True,
+            )
+        except urllib.error.HTTPError as err:
+            if err.code != 404:
+                raise
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def stop_containers(self, grace: float, report: bool = True) -> None:
+        """SIGTERM every container's main process; SIGKILL each process group after ``grace``."""
+        running = [c for c in self.containers if c.process and c.process.poll() is None]
+        if running:
+            self.log(f"stopping {', '.join(c.name for c in running)}: SIGTERM, SIGKILL after {grace:.0f}s")
+        for c in running:
+            assert c.process is not None
+            _stop(c.process, grace)
+            self._ended(c, c.process, final=True)
+
+    def kill_all(self) -> None:
+        for c in self.containers:
+            if c.process and c.process.poll() is None:
+                _kill_group(c.process.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    c.process.wait(timeout=10)
+
+    def _remove(self) -> None:
+        """The kubelet's last word: delete the Pod for good once its containers are gone."""
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}}
+        with contextlib.suppress(urllib.error.HTTPError):
+            self.agent.api.call("DELETE", self.path, body)
+        self.log("removed")
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) references; $$(VAR) stays literal; unknown references stay as written."""
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", lambda m: "$" if m[0] == "$$" else env.get(m[1], m[0]), text
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)  # the container's main process, as the kubelet signals it
+    try:
+        proc.wait(timeout=max(grace, 0.1))
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    _kill_group(proc.pid, signal.SIGKILL)
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,297 @@
+"""StreamApps that really run in the e2e cluster: driver and executors as processes, real broker.
+
+The node agent (``node_agent.py``) is the kubelet of Node ``agent-0``; the KWOK nodes are cordoned
+while this module runs, so every driver and executor Pod lands on the agent and really runs. A
+word count applied with kubectl runs with Spark's Kubernetes backend against the real API server:
+the driver creates its executor Pods, which run Spark's executor entrypoint. Then the failover the
+operator exists for is measured: kill -9 of the driver process, kill -9 of an executor, more input
+partitions, and a driver that cannot start.
+
+Sizing for 2 cores: the driver requests 250m CPU and a 512m heap, each executor 500m CPU (one task
+slot: coresPerExecutor 1) and a 512m heap, so two executors (two partitions) and then three fit the
+Node's 2 cores. The checkpoint is a local folder on this machine, which the old and the new driver
+both see (in a cluster it would be a shared volume or object store).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import re
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import cluster
+import node_agent_proc
+import operator_proc
+import pytest
+from operator_proc import APPS_NAMESPACE, apply, manifest
+
+from streamapp.runtime.kafka import admin
+
+#: Spark on a loaded 2-core machine: a driver with two executor JVMs took 277 s to its first output
+#: once (load average 25), so waits are generous; the figures in the report are what matters.
+pytestmark = pytest.mark.timeout(2400)
+WAIT = 600
+
+NS = APPS_NAMESPACE
+BATCHES = [
+    ["the quick brown fox", "jumps over the lazy dog"],
+    ["The Dog sleeps", "a fox, a dog; the end"],
+    ["the fox returns", "lazy lazy dog"],
+    ["brown dog brown fox", "the end of the story"],
+]
+SIZING = {
+    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
+    "resources": {
+        "driver": {"cpu": "250m", "memory": "512m"},
+        "executor": {"cpu": "500m", "memory": "512m"},
+    },
+}
+
+
+def _words(lines: list[str]) -> list[str]:
+    return [w for line in lines for w in re.split(r"\W+", line.lower()) if w]
+
+
+def _changelog(bootstrap: str, topic: str) -> list[tuple[str, int]]:
+    out = []
+    for record in admin.consume(bootstrap, topic, idle=1.0, timeout=30):
+        assert record.key is not None and record.value is not None
+        out.append((record.key.decode(), int.from_bytes(record.value, "big", signed=True)))
+    return out
+
+
+def _latest(changelog: list[tuple[str, int]]) -> dict[str, int]:
+    return dict(changelog)
+
+
+def _pods(kube: cluster.Cluster, selector: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = json.loads(
+        kube.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "json")
+    )["items"]
+    return found
+
+
+def _running_ready(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def ready(pod: dict[str, Any]) -> bool:
+        conditions = pod["status"].get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    return [
+        p
+        for p in pods
+        if p["status"].get("phase") == "Running" and ready(p) and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+class _App:
+    """One app under test: its topics, what was produced, and ways to wait on it."""
+
+    def __init__(
+        self, name: str, kube: cluster.Cluster, agent: node_agent_proc.AgentProcess, bootstrap: str
+    ) -> None:
+        self.name, self.kube, self.agent, self.bootstrap = name, kube, agent, bootstrap
+        self.sent: list[str] = []
+
+    def diagnose(self) -> str:
+        driver = f"{self.name}-driver"
+        return (
+            f"\n--- driver log:\n{self.agent.container_log(NS, driver, 'driver')}"
+            f"\n--- agent log:\n{self.agent.tail(40)}"
+        )
+
+    def eventually(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+                if last:
+                    return last
+            except cluster.ClusterError as err:
+                last = err
+            time.sleep(1)
+        pytest.fail(f"{self.name}: {what} within {timeout:.0f}s (last: {last}){self.diagnose()}")
+
+    def status(self) -> dict[str, Any]:
+        return operator_proc.app_status(self.kube, NS, self.name)
+
+    def listing(self) -> str:
+        return self.kube.kubectl("get", "sapp", self.name, "-n", NS).rstrip()
+
+    def executors(self) -> list[dict[str, Any]]:
+        return _running_ready(_pods(self.kube, f"streamapp.io/app={self.name},spark-role=executor"))
+
+    def driver_pod(self) -> dict[str, Any] | None:
+        pods = _pods(self.kube, f"streamapp.io/app={self.name},spark-role=driver")
+        return pods[0] if pods else None
+
+
+def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
+    agent_node: node_agent_proc.AgentProcess,
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    streamapp_report: Callable[[str], None],
+    request: pytest.FixtureRequest,
+) -> None:
+    kube = streamapp_operator.kube
+    request.addfinalizer(  # on failure too: its JVMs must not outlive the test
+        lambda: kube.kubectl(
+            "delete", "sapp", "wc-real", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
+        )
+    )
+    source, sink = new_topic(2), new_topic(1)
+    doc = manifest("wc-real", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
+    doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    app = _App("wc-real", kube, agent_node, kafka_bootstrap)
+    expected: collections.Counter[str] = collections.Counter()
+
+    def produce(lines: list[str]) -> None:
+        admin.produce(kafka_bootstrap, source, [admin.Record(None, line.encode()) for line in lines])
+        expected.update(_words(lines))
+
+    def output_matches() -> list[tuple[str, int]] | None:
+        changelog = _changelog(kafka_bootstrap, sink)
+        return changelog if _latest(changelog) == dict(expected) else None
+
+    began = time.monotonic()
+    apply(kube, doc)
+    produce(BATCHES[0])
+    changelog = app.eventually("the word counts of batch 1 never appeared", output_matches)
+    first_output = time.monotonic() - began
+
+    # Two input partitions, one task slot per executor: two executor Pods, running and Ready.
+    def settled() -> dict[str, Any] | None:
+        status = app.status()
+        ok = (status.get("executors") or {}).get("ready") == 2 and status.get("lag") == 0
+        return status if ok and len(app.executors()) == 2 else None
+
+    status = app.eventually("EXECUTORS 2 and LAG 0 never showed", settled)
+    assert status["executors"]["desired"] == 2
+    assert status["phase"] == "Running"
+    for pod in app.executors():
+        assert pod["spec"]["nodeName"] == "agent-0"
+        assert pod["status"]["podIP"].startswith("127."), pod["status"]
+    listing = app.listing()
+    streamapp_report(
+        f"apps run: wc-real first output {first_output:.1f}s after kubectl apply "
+        f"(driver + 2 executor Pods on the node agent); kubectl get sapp:\n{listing}"
+    )
+
+    # kill -9 of the driver process: the operator replaces the Pod, the new driver resumes from
+    # the checkpoint. Measured: from the kill to the output of input produced right after it.
+    old_uid = app.driver_pod()["metadata"]["uid"]  # type: ignore[index]
+    killed = time.monotonic()
+    os.kill(agent_node.pid(NS, "wc-real-driver", "driver"), signal.SIGKILL)
+    produce(BATCHES[1])
+    milestones: dict[str, float] = {}
+
+    def resumed_output() -> list[tuple[str, int]] | None:
+        # Where the time goes: the operator's replacement, Spark's start, the first batch.
+        pod = app.driver_pod()
+        if pod and pod["metadata"]["uid"] != old_uid and pod["status"].get("phase") == "Running":
+            milestones.setdefault("new driver Pod running", time.monotonic() - killed)
+        if "new driver Pod running" in milestones and len(app.executors()) == 2:
+            milestones.setdefault("its 2 executors Ready", time.monotonic() - killed)
+        return output_matches()
+
+    changelog = app.eventually("no output after the driver was killed", resumed_output)
+    resumed = time.monotonic() - killed
+    new = app.driver_pod()
+    assert new is not None and new["metadata"]["uid"] != old_uid, "the driver Pod was not replaced"
+    steps = ", ".join(f"{what} at {t:.1f}s" for what, t in milestones.items())
+    pairs = collections.Counter(changelog)
+    duplicates = sum(n - 1 for n in pairs.values() if n > 1)
+    streamapp_report(
+        f"apps run: kill -9 of the driver → output of new input {resumed:.1f}s later ({steps}); "
+        f"latest counts equal the reference; {len(changelog)} changelog records, {duplicates} exact "
+        "duplicates (at-least-once: a batch in flight at the kill is re-run and written again)"
+    )
+
+    # kill -9 of an executor: Spark replaces it, the query goes on.
+    app.eventually("two Ready executors after the driver restart", lambda: len(app.executors()) == 2)
+    victim = app.executors()[0]["metadata"]["name"]
+    killed = time.monotonic()
+    os.kill(agent_node.pid(NS, victim, "spark-kubernetes-executor"), signal.SIGKILL)
+    produce(BATCHES[2])
+    app.eventually("no output after an executor was killed", output_matches)
+    executor_gap = time.monotonic() - killed
+    app.eventually(
+        "Spark did not replace the killed executor",
+        lambda: len(app.executors()) == 2 and victim not in {p["metadata"]["name"] for p in app.executors()},
+    )
+    streamapp_report(
+        f"apps run: kill -9 of executor {victim} → output of new input {executor_gap:.1f}s later"
+    )
+
+    # Three partitions: the sizing rule asks for three executors, and three really run.
+    admin.add_partitions(kafka_bootstrap, {source: 3})
+
+    def grown() -> dict[str, Any] | None:
+        status = app.status()
+        ok = (status.get("executors") or {}).get("ready") == 3 and status.get("inputPartitions") == 3
+        return status if ok and len(app.executors()) == 3 else None
+
+    status = app.eventually("EXECUTORS never grew to 3", grown)
+    assert status["executors"]["desired"] == 3
+    produce(BATCHES[3])
+    app.eventually("no output after growing to 3 executors", output_matches)
+    app.eventually("LAG never fell to 0", lambda: app.status().get("lag") == 0)
+    streamapp_report(f"apps run: 3 partitions → 3 executor Pods running; kubectl get sapp:\n{app.listing()}")
+
+    kube.kubectl("delete", "sapp", "wc-real", "-n", NS, "--timeout=120s", timeout=130)
+    app.eventually(
+        "the app's Pods outlived it", lambda: not _pods(kube, "streamapp.io/app=wc-real"), timeout=120
+    )
+
+
+def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
+    agent_node: node_agent_proc.AgentProcess,
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    streamapp_report: Callable[[str], None],
+) -> None:
+    """A function the runtime cannot import (the operator checks references for form only): the
+    driver exits at start, the operator reports it Degraded with the exit code, and replaces it."""
+    kube = streamapp_operator.kube
+    doc = manifest("crasher", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap, **SIZING)
+    doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    doc["spec"]["topology"]["streams"][0]["steps"] = [
+        {"mapValues": {"function": "no_such_pkg.mod:fn"}},
+        {"to": {"topic": doc["spec"]["topology"]["streams"][0]["steps"][-1]["to"]["topic"]}},
+    ]
+    app = _App("crasher", kube, agent_node, kafka_bootstrap)
+    began = time.monotonic()
+    apply(kube, doc)
+    try:
+        _shows_degraded(app, began, streamapp_report)
+    finally:  # a crash-looping app left behind would crowd the next tests' listings
+        kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
+
+
+def _shows_degraded(app: _App, began: float, streamapp_report: Callable[[str], None]) -> None:
+
+    def degraded() -> dict[str, Any] | None:
+        status = app.status()
+        cond = operator_proc.condition(status, "Degraded")
+        return status if cond.get("status") == "True" and "exit code" in cond.get("message", "") else None
+
+    status = app.eventually("Degraded with an exit code never showed", degraded, timeout=180)
+    seconds = time.monotonic() - began
+    cond = operator_proc.condition(status, "Degraded")
+    assert cond["reason"] == "DriverFailed", cond
+    assert re.search(r"exit code [1-9]", cond["message"]), cond
+    assert operator_proc.condition(status, "Ready")["status"] == "False"
+    streamapp_report(
+        f"apps run: a driver that cannot start → Degraded ({cond['message']}) {seconds:.1f}s after apply;"
+        f" kubectl get sapp:\n{app.listing()}"
+    )
