@@ -131,7 +131,14 @@ def _run_query(
     ``startingTimestamp``); Spark applies them only when the checkpoint is new.
     """
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
-    from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session  # noqa: PLC0415
+    from streamapp.runtime.spark import (  # noqa: PLC0415
+        checkpoints,
+        compiler,
+        kafka_io,
+        query_metrics,
+        runner,
+        session,
+    )
 
     inputs = admin.partition_counts(
         bootstrap, topology.source_topics(), client_config=credentials.librdkafka()
@@ -157,8 +164,9 @@ def _run_query(
             client_config=credentials.java(),
         ),
     )
+    instrumented = query_metrics.attach(spark, compiled, topology=topology, app=app, checkpoint=checkpoint)
     query = runner.start_kafka(
-        compiled.plan,
+        instrumented.plan,
         bootstrap=bootstrap,
         checkpoint=checkpoint,
         trigger=compiled.trigger,
