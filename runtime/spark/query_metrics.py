@@ -98,6 +98,8 @@ def attach(
             "dead_lettered": dict(getattr(compiled, "dead_lettered", {}) or {}),
         },
     )
+    for node in compiled.late:
+        app_metrics.count("late", node, 0)  # each windowed aggregation's series exists from the start
     spark.streams.addListener(listener)
     port = metrics_port(environ)
     attached = Attached(plan=plan, metrics=app_metrics, port=port)

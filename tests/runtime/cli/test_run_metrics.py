@@ -102,7 +102,7 @@ def test_the_driver_serves_metrics_that_match_the_records_in_kafka(
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 420  # a loaded 2-core machine: Spark's start alone took 60 s
         while True:
             samples = _scrape(port)
             if (
@@ -112,7 +112,7 @@ def test_the_driver_serves_metrics_that_match_the_records_in_kafka(
             ):
                 break
             assert proc.poll() is None, f"run exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"metrics never counted the input: {samples}"
+            assert time.monotonic() < deadline, f"metrics never counted the input:\n{log.read_text()[-3000:]}"
             time.sleep(1)
         written = len(admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=30))
         time.sleep(2)  # the batch that wrote them has reported its progress
