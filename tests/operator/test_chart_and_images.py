@@ -77,7 +77,8 @@ def test_chart_renders_cluster_wide_by_default() -> None:
     docs = _template()
     kinds = sorted(str(d["kind"]) for d in docs)
     cluster_rbac = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
-    assert kinds == sorted(["ServiceAccount", *cluster_rbac, "Service", "Deployment"])
+    # The Job is the `helm test` hook (helm.sh/hook: test), run by `helm test` only.
+    assert kinds == sorted(["ServiceAccount", *cluster_rbac, "Service", "Deployment", "Job"])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
     assert "--all-namespaces" in container["args"]
@@ -168,9 +169,14 @@ def _wordcount() -> Any:
     return manifest.load_manifest(text)
 
 
-def _wordcount() -> Any:
-    from streamapp.runtime import manifest
-
-    text = (ROOT / "runtime" / "cli" / "examples" / "wordcount.yaml").read_text()
-    return manifest.load_manifest(text)
-
+def test_helm_test_hook_asks_the_operators_metrics_service() -> None:
+    docs: list[Any] = _template("--set", "metrics.port=9191")
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["securityContext"]["runAsNonRoot"] is True
+    service = next(d for d in docs if d["kind"] == "Service")
+    url = f"http://{service['metadata']['name']}.ops.svc:9191/metrics"
+    assert url in pod["containers"][0]["args"][0]
+    # No metrics Service: nothing to ask, no test.
+    assert "Job" not in [d["kind"] for d in _template("--set", "metrics.service.enabled=false")]
