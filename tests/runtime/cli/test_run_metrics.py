@@ -111,7 +111,7 @@ def test_the_driver_serves_metrics_that_match_the_records_in_kafka(
                 and _get(samples, "streamapp_records_in_total", topic=a) == 3
             ):
                 break
-            assert proc.poll() is None, f"run exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+            assert proc.poll() is None, f"run exited {proc.returncode}:\n{_failure(log)}"
             assert time.monotonic() < deadline, f"metrics never counted the input:\n{log.read_text()[-3000:]}"
             time.sleep(1)
         written = len(admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=30))
@@ -156,3 +156,10 @@ def _late_node(samples: Samples) -> str:
     ]
     assert len(nodes) == 1, nodes
     return nodes[0]
+
+
+def _failure(log: pathlib.Path) -> str:
+    """The lines that say what failed (Spark's plan dump after them is long), then the tail."""
+    lines = log.read_text(errors="replace").splitlines()
+    said = [line for line in lines if "failed" in line or "Exception" in line or "Error" in line]
+    return "\n".join(said[:20]) + "\n…\n" + "\n".join(lines[-20:])
