@@ -57,19 +57,27 @@ APPS_NAMESPACE = operator_proc.APPS_NAMESPACE
 
 
 @pytest.fixture(scope="session")
-def streamapp_crd(kube_cluster: cluster.Cluster) -> cluster.Cluster:
-    """The cluster with the generated StreamApp CRD established."""
-    operator_proc.install_crd(kube_cluster)
+def streamapp_chart(kube_cluster: cluster.Cluster) -> str:
+    """The operator chart installed with helm (release ``streamapp``), the CRD with it from the
+    chart's crds/ folder, established; returns the chart's ServiceAccount."""
+    account = operator_proc.install_chart(kube_cluster, APPS_NAMESPACE)
+    operator_proc.wait_for_crd(kube_cluster)
+    return account
+
+
+@pytest.fixture(scope="session")
+def streamapp_crd(kube_cluster: cluster.Cluster, streamapp_chart: str) -> cluster.Cluster:
+    """The cluster with the StreamApp CRD established (installed by the chart)."""
     return kube_cluster
 
 
 @pytest.fixture(scope="session")
 def streamapp_operator(
-    streamapp_crd: cluster.Cluster, tmp_path_factory: pytest.TempPathFactory
+    streamapp_crd: cluster.Cluster, streamapp_chart: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[operator_proc.Operator]:
     """The chart installed with helm, and the operator running as its ServiceAccount."""
     kube = streamapp_crd
-    account = operator_proc.install_chart(kube, APPS_NAMESPACE)
+    account = streamapp_chart
     workdir = tmp_path_factory.mktemp("operator")
     kubeconfig = operator_proc.token_kubeconfig(
         kube, account, operator_proc.RELEASE_NAMESPACE, workdir / "kubeconfig"

@@ -9,8 +9,9 @@ E2E_CLUSTER_DIR ?= build/e2e-cluster
 
 .PHONY: e2e-deps e2e-cluster-test e2e-cluster-up e2e-cluster-down
 
-e2e-deps: ## build the control plane + kwok + helm from pinned Go modules (cached in $STREAMAPP_CACHE/bin)
+e2e-deps: ## build the control plane + kwok + helm from pinned Go modules (cached in $STREAMAPP_CACHE/bin); Debian's prometheus
 	@STREAMAPP_CACHE="$(STREAMAPP_CACHE)" e2e/controlplane/build.sh
+	@e2e/apt-deps.sh "the e2e suite (Prometheus, image builds)" prometheus=prometheus buildah=buildah mmdebstrap=mmdebstrap
 
 e2e-cluster-test: e2e-deps ## smoke-test the control plane: readyz, scheduling onto KWOK nodes, tokens, api-resources
 	$(PY) -m pytest e2e/test_controlplane.py -q

@@ -36,6 +36,11 @@ APPS_NAMESPACE = NS = "apps-e2e"
 def install_crd(kube: cluster.Cluster) -> None:
     """Apply the generated CRD and wait until `kubectl explain` serves its schema."""
     kube.kubectl("apply", "--server-side", "-f", str(CRD))
+    wait_for_crd(kube)
+
+
+def wait_for_crd(kube: cluster.Cluster) -> None:
+    """Wait until the StreamApp CRD is Established and `kubectl explain` serves its schema."""
     kube.kubectl("wait", "--for=condition=Established", "crd/streamapps.streamapp.io", "--timeout=60s")
     # The OpenAPI document `kubectl explain` reads is republished a moment after Established.
     deadline = time.monotonic() + 60
@@ -50,7 +55,11 @@ def install_crd(kube: cluster.Cluster) -> None:
 
 
 def install_chart(kube: cluster.Cluster, watch: str) -> str:
-    """`helm install` the operator chart watching namespace ``watch``; returns its ServiceAccount."""
+    """`helm install` the operator chart watching namespace ``watch``; returns its ServiceAccount.
+
+    The chart brings the CRD (its crds/ folder), as a user's first install does: nothing applies
+    it with kubectl first (:func:`wait_for_crd` waits for it to serve).
+    """
     kube.kubectl("create", "namespace", watch)
     kube.helm(
         "install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace",

@@ -35,6 +35,7 @@ __all__ = [
     "CONFIG_DIR",
     "CREDENTIALS_ANNOTATION",
     "DRIVER_COMMAND",
+    "METRICS_PORT",
     "REVISION_LABEL",
     "AppRef",
     "Desired",
@@ -55,6 +56,10 @@ MANIFEST_PATH = f"{CONFIG_DIR}/app.yaml"
 DRIVER_COMMAND = ("python", "-m", "streamapp.runtime.cli", "driver", "--manifest", MANIFEST_PATH)
 #: The user Spark's images run as (uid 185, ``spark``); the runtime image keeps it.
 SPARK_UID = 185
+#: The driver serves its Prometheus metrics here (``/metrics``), told by STREAMAPP_METRICS_PORT;
+#: the container port is named ``metrics``, which the chart's PodMonitor scrapes. Not 9090, the
+#: port Prometheus itself and the operator listen on.
+METRICS_PORT = 9464
 #: Long enough for the driver to stop its query at a micro-batch boundary after SIGTERM.
 GRACE_SECONDS = 60
 
@@ -228,6 +233,7 @@ def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, A
         {"name": "STREAMAPP_CHECKPOINT", "value": checkpoint(spec)},
         {"name": "STREAMAPP_DRIVER_MEMORY", "value": heap},
         {"name": "STREAMAPP_PROGRESS_GROUP", "value": progress_group(ref)},
+        {"name": "STREAMAPP_METRICS_PORT", "value": str(METRICS_PORT)},
         {"name": "SPARK_CONF_DIR", "value": f"{CONFIG_DIR}/spark"},
         {"name": "STREAMAPP_DRIVER_POD_NAME", **field("metadata.name")},
         {"name": "STREAMAPP_NAMESPACE", **field("metadata.namespace")},
@@ -272,6 +278,7 @@ def _driver(
         "ports": [
             {"name": "driver-rpc", "containerPort": sparkconf.DRIVER_PORT},
             {"name": "blockmanager", "containerPort": sparkconf.BLOCK_MANAGER_PORT},
+            {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "resources": _resources(plan.resources.driver),
         "volumeMounts": [{"name": "app", "mountPath": CONFIG_DIR, "readOnly": True}],

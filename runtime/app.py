@@ -320,6 +320,7 @@ class StreamApp:
             trigger="available-now" if self.config.drain else None,
             credentials=credentials,
             processing_guarantee=self.processing_guarantee,
+            namespace=self.config.namespace or (self.manifest.metadata.namespace if self.manifest else None),
             input_partitions=inputs,
             listeners=self._listeners,
         )

@@ -27,7 +27,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from streamapp.runtime.kafka import security
-from streamapp.runtime.spark import checkpoints, compiler, kafka_io, runner, session, sink, stopping
+from streamapp.runtime.spark import (
+    checkpoints,
+    compiler,
+    kafka_io,
+    query_metrics,
+    runner,
+    session,
+    sink,
+    stopping,
+)
 
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
@@ -53,6 +62,8 @@ class Execution:
     observed: Mapping[str, Sequence[str]]
     owns_session: bool  # the session was created for this app: stop it with the app
     listeners: list[Any] = dataclasses.field(default_factory=list)
+    #: the Prometheus metrics (served when ``STREAMAPP_METRICS_PORT`` is set)
+    metrics: query_metrics.Attached | None = None
 
     def late_by_node(self) -> dict[str, int]:
         return {node: int(counter.value) for node, counter in self.late.items()}
@@ -72,7 +83,10 @@ class Execution:
         return error
 
     def release(self) -> None:
-        """Detach the listeners; stop the session when this app created it."""
+        """Detach the listeners, stop serving metrics; stop the session when this app created it."""
+        if self.metrics is not None:
+            self.metrics.stop_serving()
+            self.listeners.append(self.metrics.listener)
         for listener in self.listeners:
             # The session may already be gone: then there is nothing to release.
             with contextlib.suppress(Exception):
@@ -148,6 +162,7 @@ def start(
     trigger: str | None = None,
     credentials: security.Credentials = security.PLAINTEXT,
     processing_guarantee: str = "at_least_once",
+    namespace: str | None = None,
     input_partitions: Mapping[str, int] | None = None,
     listeners: Sequence[Any] = (),
     count: bool = True,
@@ -170,6 +185,7 @@ def start(
         for key, value in spark_conf.items():
             spark.conf.set(key, value)
     partitions: int | None = None
+    instrumented: query_metrics.Attached | None = None
     try:
         _quiet_failures(spark)
         partitions = checkpoints.state_partitions(
@@ -208,7 +224,10 @@ def start(
 
         compiled = compiler.compile_topology(topology, read=read)
         chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
-        plan = compiled.plan
+        instrumented = query_metrics.attach(
+            spark, compiled, topology=topology, name=name, namespace=namespace, checkpoint=checkpoint
+        )
+        plan = instrumented.plan
         if counting:
             plan = _observe(plan, WRITTEN, topology.sink_topics(), observed)
         exactly_once = None
@@ -233,7 +252,9 @@ def start(
             producer_config=credentials.java(),
         )
     except BaseException:
-        for listener in listeners:
+        if instrumented is not None:
+            instrumented.stop_serving()
+        for listener in [*listeners, *([instrumented.listener] if instrumented else [])]:
             with contextlib.suppress(Exception):  # it may not have been added yet
                 spark.streams.removeListener(listener)
         if owns:
@@ -248,4 +269,5 @@ def start(
         observed=observed,
         owns_session=owns,
         listeners=list(listeners),
+        metrics=instrumented,
     )

@@ -77,7 +77,8 @@ def test_chart_renders_cluster_wide_by_default() -> None:
     docs = _template()
     kinds = sorted(str(d["kind"]) for d in docs)
     cluster_rbac = ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]
-    assert kinds == sorted(["ServiceAccount", *cluster_rbac, "Service", "Deployment"])
+    # The Job is the `helm test` hook (helm.sh/hook: test), run by `helm test` only.
+    assert kinds == sorted(["ServiceAccount", *cluster_rbac, "Service", "Deployment", "Job"])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
     assert "--all-namespaces" in container["args"]
@@ -106,3 +107,76 @@ def test_operator_may_read_secrets_by_name_only(values: tuple[str, ...]) -> None
     for role in managing:
         secrets = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
         assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}], role
+
+
+def test_chart_scrapes_the_drivers_with_a_pod_monitor() -> None:
+    from streamapp.operator import desired
+
+    docs: list[Any] = _template(
+        "--set", "watchNamespaces={apps}", "--set", "metrics.driverPodMonitor.enabled=true"
+    )
+    monitor = next(d for d in docs if d["kind"] == "PodMonitor")
+    # It selects exactly the driver Pods the operator renders, by the port name they declare.
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/managed-by": "streamapp-operator",
+        "spark-role": "driver",
+    }
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["apps"]}
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
+    pod = desired.render(
+        ref=desired.AppRef(name="wc", namespace="apps", uid="u"), app=_wordcount(), executors=1
+    ).driver
+    assert pod is not None
+    labels = pod["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert ports["metrics"] == desired.METRICS_PORT == int(env["STREAMAPP_METRICS_PORT"])
+    assert "PodMonitor" not in [d["kind"] for d in _template()]  # off by default
+
+
+def test_chart_ships_the_dashboard_as_an_optional_config_map() -> None:
+    assert "ConfigMap" not in [d["kind"] for d in _template()]
+    docs: list[Any] = _template("--set", "dashboard.enabled=true")
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["streamapp.json"])
+    assert dashboard == json.loads((CHART / "files" / "dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) == len(dashboard["panels"]) >= 15
+    # Prometheus names only: every app metric the driver defines appears on some panel.
+    for name in (
+        "records_in",
+        "records_out",
+        "consumer_lag",
+        "batch_duration",
+        "batch_phase",
+        "state_rows",
+        "state_bytes",
+        "late_records",
+        "records_skipped",
+        "records_dead_lettered",
+        "errors",
+    ):
+        assert any(f"streamapp_{name}" in e for e in exprs), name
+
+
+def _wordcount() -> Any:
+    from streamapp.runtime import manifest
+
+    text = (ROOT / "runtime" / "cli" / "examples" / "wordcount.yaml").read_text()
+    return manifest.load_manifest(text)
+
+
+def test_helm_test_hook_asks_the_operators_metrics_service() -> None:
+    docs: list[Any] = _template("--set", "metrics.port=9191")
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["securityContext"]["runAsNonRoot"] is True
+    service = next(d for d in docs if d["kind"] == "Service")
+    url = f"http://{service['metadata']['name']}.ops.svc:9191/metrics"
+    assert url in pod["containers"][0]["args"][0]
+    # No metrics Service: nothing to ask, no test.
+    assert "Job" not in [d["kind"] for d in _template("--set", "metrics.service.enabled=false")]

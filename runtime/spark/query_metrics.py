@@ -1,0 +1,198 @@
+"""The Spark half of an app's Prometheus metrics: a StreamingQueryListener and the plan's counts.
+
+Why here: only this layer may touch pyspark. :func:`attach` is the one call a runner makes between
+compiling a topology and starting its query. It
+
+- wraps the compiled plan in ``DataFrame.observe``: per output topic, the records the batch
+  writes and their largest timestamp, counted by Spark in the same pass that writes them (Spark's
+  ``foreachBatch`` sink reports no output rows of its own);
+- registers a ``StreamingQueryListener`` that hands each progress event of this query to
+  :class:`streamapp.runtime.metrics.AppMetrics` with those counts and the running totals of the
+  compiled plan's accumulators (late records per aggregation node; skipped and dead-lettered
+  records per input topic once the bad-record policies add their accumulators as
+  ``Compiled.skipped`` / ``Compiled.dead_lettered``);
+- serves the registry on ``STREAMAPP_METRICS_PORT`` when that is set (the operator sets it in the
+  driver Pod, with a container port named ``metrics``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from streamapp.runtime import metrics
+
+__all__ = ["OBSERVATION", "PORT_ENV", "Attached", "attach", "metrics_port"]
+
+#: The environment variable naming the port the driver serves ``/metrics`` on.
+PORT_ENV = "STREAMAPP_METRICS_PORT"
+#: Name of the plan's observed metrics in Spark's progress (``observedMetrics``).
+OBSERVATION = "streamapp_out"
+
+_log = logging.getLogger("streamapp.metrics")
+
+
+def metrics_port(environ: Mapping[str, str]) -> int | None:
+    """The port from ``STREAMAPP_METRICS_PORT``; a value that is no port is refused by name."""
+    raw = environ.get(PORT_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{PORT_ENV} must be a TCP port (1-65535), not {raw!r}")
+    return int(raw)
+
+
+@dataclasses.dataclass
+class Attached:
+    """What :func:`attach` made: the plan to start, its metrics, and how to stop serving them."""
+
+    plan: DataFrame
+    metrics: metrics.AppMetrics
+    port: int | None
+    stop_serving: Callable[[], None] = lambda: None
+    listener: Any = None  # the query listener feeding ``metrics``; removed when the app stops
+
+
+def attach(
+    spark: SparkSession,
+    compiled: Any,
+    *,
+    topology: Any,
+    name: str,
+    namespace: str | None,
+    checkpoint: str,
+    environ: Mapping[str, str] = os.environ,
+) -> Attached:
+    """Instrument ``compiled`` (a :class:`compiler.Compiled`) for the app ``name``."""
+    namespace = environ.get("STREAMAPP_NAMESPACE") or namespace or ""
+    sinks = list(topology.sink_topics())
+    app_metrics = metrics.AppMetrics(
+        app=name, namespace=namespace, sources=list(topology.source_topics()), sinks=sinks
+    )
+    plan = compiled.plan
+    observed = compiled.trigger.kind != "real-time" and bool(sinks)
+    if observed:
+        # Real-time mode takes no CollectMetrics node; there Spark's own sink counts its rows.
+        columns = []
+        for i, topic in enumerate(sinks):
+            hit = F.col("topic") == F.lit(topic)
+            columns.append(F.sum(F.when(hit, 1).otherwise(0)).alias(f"out_{i}"))
+            columns.append(F.max(F.when(hit, F.unix_millis("timestamp"))).alias(f"ts_{i}"))
+        plan = plan.observe(OBSERVATION, *columns)
+    listener = _Listener(
+        app_metrics,
+        spark=spark,
+        name=name,
+        checkpoint=checkpoint,
+        sinks=sinks,
+        observed=observed,
+        totals={
+            "late": dict(compiled.late),
+            "skipped": dict(getattr(compiled, "skipped", {}) or {}),
+            "dead_lettered": dict(getattr(compiled, "dead_lettered", {}) or {}),
+        },
+    )
+    for node in compiled.late:
+        app_metrics.count("late", node, 0)  # each windowed aggregation's series exists from the start
+    spark.streams.addListener(listener)
+    port = metrics_port(environ)
+    attached = Attached(plan=plan, metrics=app_metrics, port=port, listener=listener)
+    if port is not None:
+        attached.stop_serving = metrics.serve(app_metrics, port)
+        print(f"metrics of {name!r} at http://0.0.0.0:{port}/metrics", flush=True)
+    return attached
+
+
+class _Listener(StreamingQueryListener):  # type: ignore[misc]
+    """Feeds one query's progress to its :class:`metrics.AppMetrics` (other queries are ignored)."""
+
+    def __init__(
+        self,
+        app_metrics: metrics.AppMetrics,
+        *,
+        spark: SparkSession,
+        name: str,
+        checkpoint: str,
+        sinks: list[str],
+        observed: bool,
+        totals: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        self.metrics = app_metrics
+        self.spark = spark
+        self.name = name
+        self.checkpoint = checkpoint.rstrip("/")
+        self.sinks = sinks
+        self.observed = observed
+        self.totals = totals
+        self.query_id: str | None = None  # the first query of this name started after attach
+        self.done = False
+        self._initial: dict[int, dict[tuple[str, int], int] | None] = {}
+
+    def onQueryStarted(self, event: Any) -> None:
+        if self.query_id is None and not self.done and event.name == self.name:
+            self.query_id = str(event.id)
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        if self.done or str(progress.id) != self.query_id:
+            return
+        try:
+            parsed = json.loads(progress.json)
+            self.metrics.on_progress(
+                parsed, initial_offsets=self._initial_offsets, outputs=self._outputs(parsed)
+            )
+            for family, accumulators in self.totals.items():
+                for key, accumulator in accumulators.items():
+                    self.metrics.count(family, key, float(accumulator.value))
+        except Exception:  # noqa: BLE001 - a listener must never break the query: count, log, go on
+            self.metrics.error("progress")
+            _log.exception("metrics of %s: a progress event could not be accounted", self.name)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if self.done or str(event.id) != self.query_id:
+            return
+        self.done = True
+        if event.exception:
+            self.metrics.error("query")
+
+    def _outputs(self, progress: Mapping[str, Any]) -> dict[str, tuple[int, float | None]]:
+        if not self.observed:
+            written = int((progress.get("sink") or {}).get("numOutputRows") or 0)
+            return {self.sinks[0]: (written, None)} if len(self.sinks) == 1 and written > 0 else {}
+        row = (progress.get("observedMetrics") or {}).get(OBSERVATION) or {}
+        found: dict[str, tuple[int, float | None]] = {}
+        for i, topic in enumerate(self.sinks):
+            stamp = row.get(f"ts_{i}")
+            found[topic] = (int(row.get(f"out_{i}") or 0), None if stamp is None else int(stamp) / 1000)
+        return found
+
+    def _initial_offsets(self, index: int) -> dict[tuple[str, int], int] | None:
+        """Where source ``index`` began: the offsets Spark's Kafka source wrote to
+        ``<checkpoint>/sources/<index>/0`` when the checkpoint was new (read through Hadoop's
+        file system, so any checkpoint URI Spark can use works)."""
+        if index not in self._initial:
+            self._initial[index] = None
+            jvm = self.spark.sparkContext._jvm
+            assert jvm is not None
+            path = jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint}/sources/{index}/0")
+            fs = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+            if fs.exists(path):
+                stream = fs.open(path)
+                try:
+                    text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+                finally:
+                    stream.close()
+                body = text[text.index("{") :] if "{" in text else "{}"
+                self._initial[index] = metrics.offsets(body)
+        return self._initial[index]
