@@ -44,6 +44,7 @@ from streamapp.runtime.kafka import admin
 from tests.chaos import driver as chaos_driver
 
 MOMENTS = ("in-transaction", "committed", "random")
+QUERIES = [f"{k}.{g}" for g in chaos_driver.GUARANTEES for k in chaos_driver.KINDS]
 
 
 class Driver:
@@ -232,7 +233,14 @@ def run(*, kills: int, broker_restarts: int, rate: int, seed: int, out: pathlib.
             final = Driver(bootstrap, source, workdir, index)
             if final.wait_progress(timeout=300) and killed_at is not None:
                 recoveries.append(time.monotonic() - killed_at)
-            time.sleep(20)  # drain what is left (a few batches)
+            # Drain: every query must report a batch that reached the end of the input.
+            mark = len(final.text())
+            deadline = time.monotonic() + 1800
+            while time.monotonic() < deadline and final.proc.poll() is None:
+                tail = final.text()[mark:]
+                if all(f"caught-up {q} " in tail for q in QUERIES):
+                    break
+                time.sleep(1)
             stop_started = time.monotonic()
             code = final.terminate()
             stop_seconds = time.monotonic() - stop_started
