@@ -88,6 +88,8 @@ def main() -> None:
             if progress and last.get(name) != progress["batchId"]:
                 last[name] = progress["batchId"]
                 print(f"progress {name} {progress['batchId']}", flush=True)
+                if all(src.get("endOffset") == src.get("latestOffset") for src in progress["sources"]):
+                    print(f"caught-up {name} {progress['batchId']}", flush=True)
         time.sleep(0.1)
     # SIGTERM: every query stops at a micro-batch boundary (as the driver Pod's does).
     for name, query in queries.items():

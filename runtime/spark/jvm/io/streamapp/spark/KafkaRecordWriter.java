@@ -229,6 +229,9 @@ public final class KafkaRecordWriter {
         producer.send(columns.record(it.next()), callback);
       }
       producer.flush();
+      if (failure.get() == null) {
+        TransactionalRecordWriter.faultPoint("written"); // tests/chaos: a kill here replays a written batch
+      }
     } finally {
       release(conf, shared, failure.get() != null);
     }

@@ -255,7 +255,7 @@ public final class TransactionalRecordWriter {
    * kill -9 can be aimed at the transaction window (before the commit) or at the gap between the
    * sink's commit and Spark's commit log (after it). Unset, it costs one getenv per transaction.
    */
-  private static void faultPoint(String point) {
+  static void faultPoint(String point) {
     String dir = System.getenv("STREAMAPP_FAULT_DIR");
     if (dir == null) {
       return;
