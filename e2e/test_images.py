@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import operator_proc
 import pytest
+import yaml
 
 from streamapp.operator import desired
 from streamapp.runtime import manifest as manifests
@@ -131,25 +133,11 @@ def test_the_rendered_driver_runs_inside_the_runtime_image(
     streamapp_report: Callable[[str], None],
 ) -> None:
     source, sink = new_topic(2), new_topic(1)
-    text = f"""\
-apiVersion: streamapp.io/v1alpha1
-kind: StreamApp
-metadata: {{name: imaged, namespace: apps}}
-spec:
-  kafka: {{bootstrapServers: "{kafka_bootstrap}"}}
-  checkpointLocation: /tmp/streamapp-checkpoint
-  topology:
-    defaults: {{keySerde: string, valueSerde: string}}
-    streams:
-      - from: {{topic: {source}}}
-        steps:
-          - flatMapValues: "explode(split(lower(value), '\\\\W+'))"
-          - filter: "value != ''"
-          - groupBy: "value"
-          - count: {{}}
-          - toStream: {{}}
-          - to: {{topic: {sink}, valueSerde: long}}
-"""
+    # The e2e word count (operator_proc.manifest), with a checkpoint inside the container.
+    document = operator_proc.manifest("imaged", source=source, sink=sink, bootstrap=kafka_bootstrap)
+    document["metadata"]["namespace"] = "apps"
+    document["spec"]["checkpointLocation"] = "/tmp/streamapp-checkpoint"
+    text = yaml.safe_dump(document, sort_keys=False)
     app = manifests.load_manifest(text)
     wanted = desired.render(
         ref=desired.AppRef(name="imaged", namespace="apps", uid="u"), app=app, executors=1
@@ -194,7 +182,7 @@ spec:
         # SIGTERM to the container's `timeout`, found by pid among this run's own descendants: it
         # passes it to the driver, which stops its query at a batch boundary.
         for pid in _descendants(proc.pid):
-            if _cmdline(pid)[:1] == ["timeout"]:
+            if [os.path.basename(arg) for arg in _cmdline(pid)[:1]] == ["timeout"]:
                 os.kill(pid, signal.SIGTERM)
         out = _output(proc)
     assert proc.returncode == 0, f"the driver did not stop cleanly (exit {proc.returncode}):\n{out[-3000:]}"
