@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean chaos
+.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean chaos images images-deps
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -97,6 +97,13 @@ crds: $(STAMP) ## regenerate crds/ from the pydantic models (tests fail when it 
 chart-test: $(STAMP) e2e-deps ## lint, render and test the Helm chart (with the helm `make setup` builds)
 	$(STREAMAPP_CACHE)/bin/helm lint --strict charts/streamapp-operator
 	$(PY) -m pytest -q tests/operator/test_chart_and_images.py tests/operator/test_crd.py
+
+images-deps: ## Debian's buildah and mmdebstrap (apt-get as root, only when missing)
+	@e2e/apt-deps.sh "make images" buildah=buildah mmdebstrap=mmdebstrap
+
+images: $(STAMP) images-deps ## build the operator and runtime images with buildah on a Debian base (cached by inputs)
+	@images/build.sh operator
+	@images/build.sh runtime
 
 clean: ## remove the venv and build leftovers (the download cache stays)
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
