@@ -184,4 +184,6 @@ def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(
     if guarantee == "exactly_once_v2":
         assert duplicated == 0 and repeated_updates == 0
     else:  # the check can fail: the same crash duplicates the replayed batch without transactions
-        assert duplicated == 1000 and repeated_updates > 0, (duplicated, repeated_updates)
+        # Batch 1 holds up to maxOffsetsPerTrigger (1000) records; Spark splits that limit over the
+        # two partitions in proportion to what each holds and rounds down (999 was seen).
+        assert 990 <= duplicated <= 1000 and repeated_updates > 0, (duplicated, repeated_updates)
