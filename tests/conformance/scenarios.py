@@ -84,7 +84,17 @@ def generate(seed: str, topic: int) -> list[admin.Record]:
         # an off-by-one there (< for <=) changes the output.
         clock += 250 * rng.randrange(11)
         roll = rng.random()
-        back = 250 * rng.randrange(17) if roll < 0.15 else 250 * rng.randrange(60, 161) if roll < 0.22 else 0
+        # Out of order: some within 4 s, some 0-20 s (around every grace limit, exactly on it
+        # now and then), some 15-40 s back (beyond every window's grace).
+        back = (
+            250 * rng.randrange(17)
+            if roll < 0.1
+            else 250 * rng.randrange(81)
+            if roll < 0.2
+            else 250 * rng.randrange(60, 161)
+            if roll < 0.25
+            else 0
+        )
         ts = clock - back
         key = None if rng.random() < 0.08 else rng.choice(KEYS)
         value = None if rng.random() < 0.1 else str(rng.randrange(10))

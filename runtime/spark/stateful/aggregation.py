@@ -122,8 +122,8 @@ def count() -> Aggregator:
 def _sum(value_type: str) -> Aggregator:
     return Aggregator(
         initial=lambda: 0,
-        add=lambda key, value, agg, ts: agg + value,
-        subtract=lambda key, value, agg, ts: agg - value,
+        add=lambda key, value, agg, ts: agg if value is None else agg + value,
+        subtract=lambda key, value, agg, ts: agg if value is None else agg - value,
         value_type=value_type,
     )
 
@@ -132,7 +132,7 @@ def _extreme(pick: Callable[[Any, Any], Any], value_type: str) -> Aggregator:
     # No subtractor: a min/max cannot be undone without the other values (Kafka Streams alike).
     return Aggregator(
         initial=lambda: None,
-        add=lambda key, value, agg, ts: value if agg is None else pick(agg, value),
+        add=lambda key, value, agg, ts: agg if value is None else value if agg is None else pick(agg, value),
         value_type=value_type,
     )
 
@@ -140,8 +140,8 @@ def _extreme(pick: Callable[[Any, Any], Any], value_type: str) -> Aggregator:
 def _avg() -> Aggregator:
     return Aggregator(
         initial=lambda: (0.0, 0),
-        add=lambda key, value, agg, ts: (agg[0] + value, agg[1] + 1),
-        subtract=lambda key, value, agg, ts: (agg[0] - value, agg[1] - 1),
+        add=lambda key, value, agg, ts: agg if value is None else (agg[0] + value, agg[1] + 1),
+        subtract=lambda key, value, agg, ts: agg if value is None else (agg[0] - value, agg[1] - 1),
         result=lambda agg: agg[0] / agg[1] if agg[1] else None,
         value_type="double",
     )
@@ -150,6 +150,8 @@ def _avg() -> Aggregator:
 def _latest(value_type: str) -> Aggregator:
     # The value of the newest record; on equal timestamps the later arrival wins (last write).
     def add(key: Any, value: Any, agg: Any, ts: int) -> Any:
+        if value is None:
+            return agg
         return (ts, value) if agg is None or ts >= agg[0] else agg
 
     return Aggregator(
@@ -163,12 +165,13 @@ def _latest(value_type: str) -> Aggregator:
 def _collect_list(value_type: str) -> Aggregator:
     return Aggregator(
         initial=list,
-        add=lambda key, value, agg, ts: [*agg, value],
+        add=lambda key, value, agg, ts: agg if value is None else [*agg, value],
         value_type=f"array<{value_type}>",
     )
 
 
-#: The declarative aggregations of the YAML manifest.
+#: The declarative aggregations of the YAML manifest. Except count, they skip null values (a
+#: windowed aggregation hands them over, as Kafka Streams' does; count counts them there).
 DECLARATIVE = ("count", "sum", "min", "max", "avg", "latest", "collect_list")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
