@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean chaos images images-deps
+.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator demo crds chart-test clean chaos images images-deps images-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,11 +77,13 @@ typecheck: $(STAMP) build/typecheck/streamapp ## mypy --strict
 unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
 	$(PY) -m pytest tests
 
-test: setup ## every test: unit, real-Kafka integration and the e2e suite
-	$(PY) -m pytest
+# The image tests build both images first (10-20 min from nothing on 2 cores): they run in
+# `make images-test`, not in `make test`, to keep CI within its hour.
+test: setup ## every test: unit, real-Kafka integration and the e2e suite (the image tests: make images-test)
+	$(PY) -m pytest --ignore=e2e/test_images.py
 
-e2e: setup ## the e2e suite against a real control plane on loopback
-	$(PY) -m pytest e2e
+e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
+	$(PY) -m pytest e2e --ignore=e2e/test_images.py
 
 bench: bench-run bench-operator ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
@@ -104,6 +106,9 @@ images-deps: ## Debian's buildah and mmdebstrap (apt-get as root, only when miss
 images: $(STAMP) images-deps ## build the operator and runtime images with buildah on a Debian base (cached by inputs)
 	@images/build.sh operator
 	@images/build.sh runtime
+
+images-test: setup images ## the built images: user, entrypoint, labels, and the driver contract inside the runtime image
+	$(PY) -m pytest e2e/test_images.py
 
 clean: ## remove the venv and build leftovers (the download cache stays)
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
