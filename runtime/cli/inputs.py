@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,7 @@ def parse(spec: str) -> tuple[str, pathlib.Path]:
 def _encode(value: Any, serde: str, where: str, what: str) -> bytes | None:
     try:
         return driver.serialize(value, serde)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, struct.error) as exc:
         raise errors.StreamAppError(
             f"{where}: the {what} {value!r} cannot be written as {serde}: {exc}"
         ) from exc
