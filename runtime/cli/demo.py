@@ -74,7 +74,7 @@ def run(*, lines: int = 0) -> int:
                     kafka.bootstrap, source, [admin.Record(key=None, value=t.encode()) for t in texts]
                 )
                 expected = sum(1 for t in (x for w in WAVES[:wave] for x in w) for _ in t.split())
-                deadline = time.monotonic() + 120
+                deadline = time.monotonic() + 300  # a first Spark batch on a busy machine
                 while time.monotonic() < deadline and app.state is streamapp_app.State.RUNNING:
                     for record in admin.consume(kafka.bootstrap, sink, idle=0.5, timeout=5):
                         counts[(record.key or b"").decode()] = int.from_bytes(record.value or b"", "big")

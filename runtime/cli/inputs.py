@@ -5,7 +5,8 @@ producer pointed at the bootstrap address it prints, or a file given here. Two f
 
 - a ``.jsonl`` file: one JSON object per line, ``{"key": …, "value": …, "timestamp": epoch ms}``
   (each optional; a missing value is a tombstone);
-- any other file: each non-empty line is a record's value, with no key.
+- any other file: each non-empty line is a record's value (a number for the int, long and double
+  serdes), with no key.
 
 Keys and values are written with the serdes the topology declares for the topic (``long`` as
 Kafka's 8-byte big-endian, ``json`` as JSON text, …). A line that cannot be written so is an
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,10 +38,22 @@ def parse(spec: str) -> tuple[str, pathlib.Path]:
     return topic, pathlib.Path(path)
 
 
+def _from_text(line: str, serde: str) -> Any:
+    """A text line as the number it spells for the int, long and double serdes, else the text."""
+    if serde not in ("int", "long", "double"):
+        return line
+    for kind in (int, float):
+        try:
+            return kind(line)
+        except ValueError:
+            continue
+    return line
+
+
 def _encode(value: Any, serde: str, where: str, what: str) -> bytes | None:
     try:
         return driver.serialize(value, serde)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, struct.error) as exc:
         raise errors.StreamAppError(
             f"{where}: the {what} {value!r} cannot be written as {serde}: {exc}"
         ) from exc
@@ -65,7 +79,9 @@ def read(spec: str, topology: Any) -> tuple[str, Sequence[admin.Record]]:
             continue
         where = f"{path}:{number}"
         if not jsonl:
-            records.append(admin.Record(None, _encode(line, value_serde, where, "value")))
+            records.append(
+                admin.Record(None, _encode(_from_text(line, value_serde), value_serde, where, "value"))
+            )
             continue
         try:
             item = json.loads(line)

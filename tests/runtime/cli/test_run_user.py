@@ -33,7 +33,7 @@ spec:
 
 
 def _streamapp(
-    *argv: str, env: dict[str, str] | None = None, timeout: float = 300
+    *argv: str, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "streamapp.runtime.cli", *argv],
