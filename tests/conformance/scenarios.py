@@ -142,6 +142,23 @@ def _windowed_count(window: str, emit: str) -> str:
 """
 
 
+#: Scenarios where StreamApp is known to disagree with Kafka Streams today: open defects of issue 12,
+#: not excuses. Their mismatches are printed and counted apart, and the suite fails when one of them
+#: stops disagreeing (then delete its entry) or when any other scenario disagrees at all. Found by
+#: the full suite on 2026-11-23 (24 scenarios, 241 mismatches in these 7).
+OPEN_DEFECTS = {
+    "hoppingSum": "windows created by null values (sum 0) that Kafka Streams never creates; result "
+    "timestamps and the late count (27 vs 16) differ",
+    "slidingUpdates": "sliding windows: extra windows and different counts around out-of-order records",
+    "slidingSuppress": "sliding windows: extra windows and different counts around out-of-order records",
+    "slidingFinal": "sliding windows: extra windows and different counts around out-of-order records",
+    "cogroupWindowed": "lateness after a merge of two inputs depends on batch boundaries (late count 29/23 "
+    "vs 17); the Java side drops null values before the cogroup and StreamApp does not",
+    "mergeWindowed": "lateness after a merge of two topics: the order across partitions is not Kafka "
+    "Streams' (records from the two topics interleaved differently)",
+    "tableGroupBySubtractor": "the result timestamps of a re-grouped table differ (e.g. 149500 vs 135500)",
+}
+
 SCENARIOS: list[Scenario] = [
     Scenario(
         "stateless",
