@@ -3,7 +3,7 @@ driver at aimed and random moments under continuous input, restarts from the che
 read_committed output against the exact expected output.
 
 Each kill costs a driver start-up (15-25 s of Spark on a quiet 2-core machine, minutes on a
-loaded one), so this run does ``STREAMAPP_CHAOS_KILLS`` kills (default 8: two each in the
+loaded one), so this run does ``STREAMAPP_CHAOS_KILLS`` kills (default 4: one each in the
 transaction window, between the sink's commit and Spark's commit log, after an at-least-once
 write before Spark's commit, and at random) and no broker restart;
 ``make chaos`` does 50 and 2. Four queries share each driver: stateless and word count, each with
@@ -25,7 +25,7 @@ def test_kill_minus_nine_of_the_driver_loses_and_duplicates_nothing_with_exactly
 ) -> None:
     from tests.chaos import run
 
-    kills = int(os.environ.get("STREAMAPP_CHAOS_KILLS", "8"))
+    kills = int(os.environ.get("STREAMAPP_CHAOS_KILLS", "4"))
     summary = run.run(kills=kills, broker_restarts=0, rate=200, seed=15, out=tmp_path)
     outputs = summary["outputs"]
     for name in ("stateless.exactly_once_v2", "counts.exactly_once_v2"):
