@@ -76,7 +76,8 @@ class StreamsConfig:
       new checkpoint starts reading.
     - ``max_offsets_per_trigger``: bound a micro-batch's input.
     - ``drain``: process what the input topics hold, then stop (Spark's available-now trigger).
-    - ``stop_when_idle``: stop after this many seconds without input, once a batch has run.
+    - ``stop_when_idle``: stop after the query has waited this many seconds for input with nothing
+      to do (also when it never runs a batch: a resumed query with no new input).
     - ``processing_guarantee``: ``at_least_once`` or ``exactly_once_v2`` (default
       ``spec.processingGuarantee``, else ``at_least_once``): with ``exactly_once_v2`` each micro-batch
       is written in Kafka transactions, once, however often it is replayed (read it ``read_committed``).
@@ -390,14 +391,21 @@ class StreamApp:
     def _follow(self, run: execution.Execution, reporter: Any) -> None:
         """Follow the query until it terminates; then finish the app (monitor thread)."""
         seen: set[tuple[str, int]] = set()
-        idle_since: float | None = None  # counts only once a first batch completed
+        #: since when the query has been waiting for input with nothing to do; None while it starts,
+        #: runs a batch or has just read records (a resumed query with no new input runs no batch)
+        idle_since: float | None = None
         try:
             while True:
                 active = run.query.isActive
+                now = time.monotonic()
                 for raw in self._new_batches(run, seen):
                     self._record(run, raw, reporter)
-                    if idle_since is None or raw.get("numInputRows"):
-                        idle_since = time.monotonic()
+                    if raw.get("numInputRows"):
+                        idle_since = None
+                if active and not _waiting(run.query):
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
                 if not active:
                     break
                 self._commit(reporter, None)  # a commit the throttle held back
@@ -501,6 +509,15 @@ class StreamApp:
     def _cleanup_checkpoint(self) -> None:
         if self.fresh_checkpoint and self.checkpoint_location:
             shutil.rmtree(self.checkpoint_location, ignore_errors=True)
+
+
+def _waiting(query: Any) -> bool:
+    """Whether the query is between batches with no input to read (Spark's status says so)."""
+    try:
+        status = query.status
+    except Exception:  # noqa: BLE001 - the query is ending: not waiting
+        return False
+    return not status.get("isTriggerActive", True) and str(status.get("message", "")).startswith("Waiting")
 
 
 def _as_dict(progress: Any) -> dict[str, Any]:
