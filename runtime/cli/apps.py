@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import sys
 import time
@@ -218,11 +219,20 @@ def one_line(exc: BaseException | None) -> str:
         return "unknown error"
     text = str(getattr(exc, "desc", None) or exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # A Python function's error (a UDF, the sink) arrives as a traceback inside Spark's message:
+    # its own line, `ValueError: …`, is unqualified; Java's and py4j's wrappers are qualified.
+    python = [ln for ln in lines if _PYTHON_ERROR.match(ln)]
     causes = [ln for ln in lines if ln.startswith("Caused by:")]
-    chosen = (
-        causes[-1][len("Caused by:") :].strip() if causes else (lines[0] if lines else type(exc).__name__)
-    )
+    if python:
+        chosen = python[-1]
+    elif causes:
+        chosen = causes[-1][len("Caused by:") :].strip()
+    else:
+        chosen = lines[0] if lines else type(exc).__name__
     return chosen[:500]
+
+
+_PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")
 
 
 def _late_reporter(name: str) -> Any:
