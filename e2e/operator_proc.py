@@ -231,3 +231,16 @@ def deployed(kube: cluster.Cluster, name: str) -> dict[str, Any] | None:
     if condition(status, "Progressing").get("reason") != "Deployed" or status.get("phase") != "Running":
         return None
     return dict(status) if status.get("observedGeneration") == app["metadata"]["generation"] else None
+
+
+def deploy(op: Operator, app: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    """Apply ``app`` and return its driver Pod once the operator reports the revision deployed."""
+    name = app["metadata"]["name"]
+    apply(op.kube, app)
+    deadline = time.monotonic() + timeout
+    while (pod := driver(op.kube, name)) is None or deployed(op.kube, name) is None:
+        assert time.monotonic() < deadline, (
+            f"{name}: no deployed driver Pod in {timeout:.0f} s:\n{op.diagnose()}"
+        )
+        time.sleep(0.25)
+    return pod

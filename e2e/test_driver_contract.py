@@ -26,7 +26,7 @@ from typing import Any
 import cluster
 import operator_proc
 import pytest
-from operator_proc import APPS_NAMESPACE, apply, deployed, driver, manifest
+from operator_proc import APPS_NAMESPACE, deploy, manifest
 
 from streamapp.runtime.kafka import admin
 
@@ -106,11 +106,7 @@ def test_the_rendered_driver_pod_runs_and_the_operator_reports_its_progress(
     source, sink = new_topic(2), new_topic(1)
     app = manifest("contract", source=source, sink=sink, bootstrap=kafka_bootstrap)
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
-    apply(kube, app)
-    deadline = time.monotonic() + 60
-    while (pod := driver(kube, "contract")) is None or deployed(kube, "contract") is None:
-        assert time.monotonic() < deadline, f"no running driver Pod:\n{streamapp_operator.diagnose()}"
-        time.sleep(0.25)
+    pod = deploy(streamapp_operator, app)
 
     mounts = _materialize(kube, pod, tmp_path / "container")
     env = {**os.environ, **_environment(kube, pod, mounts), "STREAMAPP_SPARK_MASTER": "local[2]"}
@@ -182,11 +178,7 @@ def test_the_rendered_driver_starts_its_executors_on_kubernetes(
     kube = streamapp_operator.kube
     app = manifest("k8s-contract", source=new_topic(3), sink=new_topic(1), bootstrap=kafka_bootstrap)
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
-    apply(kube, app)
-    deadline = time.monotonic() + 60
-    while (pod := driver(kube, "k8s-contract")) is None or deployed(kube, "k8s-contract") is None:
-        assert time.monotonic() < deadline, f"no running driver Pod:\n{streamapp_operator.diagnose()}"
-        time.sleep(0.25)
+    pod = deploy(streamapp_operator, app)
 
     mounts = _materialize(kube, pod, tmp_path / "container")
     # What a Pod gets from its ServiceAccount (a token and the cluster's CA, mounted where Spark's

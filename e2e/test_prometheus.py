@@ -21,7 +21,7 @@ import cluster
 import operator_proc
 import prometheus
 import pytest
-from operator_proc import APPS_NAMESPACE, apply, deployed, driver, manifest
+from operator_proc import APPS_NAMESPACE, deploy, manifest
 from test_driver_contract import _environment, _localize, _materialize, _tail
 
 from streamapp.runtime.kafka import admin
@@ -60,11 +60,7 @@ def test_prometheus_scrapes_a_driver_and_the_operator_and_the_dashboard_has_data
     source, sink = new_topic(2), new_topic(1)
     app = manifest("metered", source=source, sink=sink, bootstrap=kafka_bootstrap)
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
-    apply(kube, app)
-    deadline = time.monotonic() + 60
-    while (pod := driver(kube, "metered")) is None or deployed(kube, "metered") is None:
-        assert time.monotonic() < deadline, f"no Ready driver Pod:\n{streamapp_operator.diagnose()}"
-        time.sleep(0.25)
+    pod = deploy(streamapp_operator, app)
 
     container = pod["spec"]["containers"][0]
     declared = {p["name"]: p["containerPort"] for p in container["ports"]}
