@@ -402,9 +402,10 @@ class StreamApp:
                     self._record(run, raw, reporter)
                     if raw.get("numInputRows"):
                         idle_since = None
-                if active and not _waiting(run.query):
+                idleness = _idleness(run.query) if active else "waiting"
+                if idleness == "working":
                     idle_since = None
-                elif idle_since is None:
+                elif idleness == "waiting" and idle_since is None:
                     idle_since = now
                 if not active:
                     break
@@ -511,13 +512,23 @@ class StreamApp:
             shutil.rmtree(self.checkpoint_location, ignore_errors=True)
 
 
-def _waiting(query: Any) -> bool:
-    """Whether the query is between batches with no input to read (Spark's status says so)."""
+def _idleness(query: Any) -> str:
+    """What Spark's status says about the query's input: ``"working"``, ``"waiting"`` or ``"polling"``.
+
+    ``waiting``: it looked for input and found none. ``polling``: a trigger is asking the sources
+    for their offsets — idle if it was waiting before (a 1 s trigger polling several topics on a
+    loaded machine spends much of each second so, and counting that as work kept an idle query
+    running forever), not yet idle if it never found the input empty (before its first batch a
+    slow offset fetch is not idleness). Starting up and processing new data are work.
+    """
     try:
         status = query.status
-    except Exception:  # noqa: BLE001 - the query is ending: not waiting
-        return False
-    return not status.get("isTriggerActive", True) and str(status.get("message", "")).startswith("Waiting")
+    except Exception:  # noqa: BLE001 - the query is ending: not idle
+        return "working"
+    message = str(status.get("message", ""))
+    if status.get("isDataAvailable", True) or message.startswith(("Initializing", "Processing")):
+        return "working"
+    return "waiting" if message.startswith("Waiting") else "polling"
 
 
 def _as_dict(progress: Any) -> dict[str, Any]:
