@@ -333,8 +333,11 @@ class NodeAgent:
             seen.add(uid)
             runner = self.pods.get(uid)
             ended = pod["status"].get("phase") in ("Succeeded", "Failed")
-            if runner is None and ended and pod["metadata"].get("deletionTimestamp"):
-                self._finish_deletion(pod)  # nothing runs any more: the kubelet's last word
+            if runner is None and pod["metadata"].get("deletionTimestamp"):
+                # Nothing of this Pod runs here (it ended, or its runner stopped before it could
+                # start a container): the kubelet's last word. Starting a runner for a Pod being
+                # deleted could fail the same way again and leave it Terminating for good.
+                self._finish_deletion(pod)
                 continue
             if runner is None and not ended:
                 runner = pod_runtime.PodRunner(self, pod)

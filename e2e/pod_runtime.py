@@ -311,7 +311,14 @@ class PodRunner(threading.Thread):
             spec["audiences"] = [source["audience"]]
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
         path = f"/api/v1/namespaces/{self.ns}/serviceaccounts/{account}/token"
-        return str(self.agent.api.call("POST", path, body)["status"]["token"])
+        try:
+            return str(self.agent.api.call("POST", path, body)["status"]["token"])
+        except urllib.error.HTTPError as err:
+            if err.code != 404:
+                raise
+            # The kubelet waits for the ServiceAccount as for a ConfigMap (its app may be being
+            # deleted, or not created yet): retried until it exists or the Pod is deleted.
+            raise ConfigError(f"serviceaccount {account} not found") from err
 
     # -- environment -------------------------------------------------------------------------
 

@@ -274,6 +274,15 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
     apply(kube, doc)
     try:
         _shows_degraded(app, began, streamapp_report)
+        # Replaced at once, then again only after a back-off (10 s, 20 s …), not every second.
+        backing_off = app.eventually(
+            "the crash loop never backed off",
+            lambda: s if "back-off" in (s := app.status()).get("message", "") else None,
+            timeout=120,
+        )
+        assert backing_off["driverFailures"] >= 1, backing_off
+        assert operator_proc.condition(backing_off, "Degraded")["reason"] == "DriverFailed"
+        streamapp_report(f"apps run: crash loop → {backing_off['message']}")
     finally:  # a crash-looping app left behind would crowd the next tests' listings
         kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
 

@@ -7,7 +7,8 @@
         ├── ClusterError   the API server refused or failed a call (conflict, timeout, 5xx)
         ├── KafkaProbeError the brokers did not answer a metadata request
         ├── KafkaSecretError a Secret (or key) spec.kafka.tls/sasl names is missing or unusable
-        └── DriverStopping the previous driver is still terminating (one driver per checkpoint)
+        ├── DriverStopping the previous driver is still terminating (one driver per checkpoint)
+        └── DriverBackOff  a failed driver's replacement waits out the crash-loop back-off
                            → kopf.TemporaryError(delay=…)
 
 Handlers catch these at the boundary (:func:`to_kopf`) so inner modules never import kopf.
@@ -21,6 +22,7 @@ from streamapp.runtime import errors as runtime_errors
 
 __all__ = [
     "ClusterError",
+    "DriverBackOff",
     "DriverStopping",
     "InvalidSpecError",
     "KafkaProbeError",
@@ -64,3 +66,7 @@ class KafkaSecretError(RetryableError):
 
 class DriverStopping(RetryableError):
     """The old driver Pod still exists; the new one waits so two never share a checkpoint."""
+
+
+class DriverBackOff(RetryableError):
+    """The driver failed again: its replacement waits out the crash-loop back-off."""

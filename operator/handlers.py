@@ -104,6 +104,8 @@ def _error_kind(exc: BaseException) -> str:
         return "kafka"
     if isinstance(exc, errors.DriverStopping):
         return "driver_stopping"
+    if isinstance(exc, errors.DriverBackOff):
+        return "driver_backoff"
     if isinstance(exc, errors.ClusterError):
         return "cluster"
     return "other"
@@ -212,7 +214,9 @@ def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     context: Context = memo.context
     ref = _ref(body)
     metrics.RECONCILES.labels(trigger="delete").inc()
-    with metrics.DURATION.labels(trigger="delete").time():
+    # Under the app's lock: a reconciliation a Pod event started just before the deletion would
+    # otherwise re-create the driver (and what it needs) behind the clean-up's back.
+    with context.lock(f"{ref.namespace}/{ref.name}"), metrics.DURATION.labels(trigger="delete").time():
         try:
             gone = reconcile.cleanup(ref=ref, cluster=context.cluster)
         except errors.OperatorError as exc:

@@ -55,7 +55,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in pod_status.get("conditions") or []
     )
-    message = None
+    message, finished = None, None
     for container in pod_status.get("containerStatuses") or []:
         state = container.get("state") or {}
         if state.get("waiting", {}).get("reason") not in (None, "ContainerCreating"):
@@ -63,6 +63,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
             message = f"driver container waits: {waiting['reason']} {waiting.get('message') or ''}".strip()
         elif "terminated" in state:
             ended = state["terminated"]
+            finished = ended.get("finishedAt")
             message = (
                 f"driver container ended: {ended.get('reason') or 'Terminated'} "
                 f"(exit code {ended.get('exitCode')}) {ended.get('message') or ''}"
@@ -76,6 +77,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
         terminating=bool(meta.get("deletionTimestamp")),
         message=message,
         started=pod_status.get("startTime"),
+        finished=finished,
     )
 
 
@@ -151,6 +153,32 @@ def _standing(
     except errors.KafkaProbeError as exc:
         events.append(Event("Warning", "KafkaUnreachable", str(exc)))
         return None
+
+
+#: A driver that ran this long before it failed resets the back-off, as the kubelet's does.
+BACKOFF_RESET_SECONDS = 600
+BACKOFF_MAX_SECONDS = 300
+
+
+def backoff_seconds(failures: int) -> float:
+    """Wait before replacing a driver that failed after ``failures`` failed ones in a row: the
+    first is replaced at once, then 10 s, 20 s, 40 s … up to 5 minutes (CrashLoopBackOff's curve).
+    A function that cannot be imported would otherwise restart the driver every second."""
+    return 0.0 if failures <= 0 else float(min(10 * 2 ** (failures - 1), BACKOFF_MAX_SECONDS))
+
+
+def _ran_long(seen: status.DriverObservation) -> bool:
+    started, finished = status.parse_time(seen.started), status.parse_time(seen.finished)
+    if started is None or finished is None:
+        return False
+    return (finished - started).total_seconds() >= BACKOFF_RESET_SECONDS
+
+
+def _backoff_left(failures: int, seen: status.DriverObservation, now: str) -> float:
+    finished, clock = status.parse_time(seen.finished), status.parse_time(now)
+    if finished is None or clock is None:
+        return 0.0
+    return max(0.0, backoff_seconds(failures) - (clock - finished).total_seconds())
 
 
 def _replace_reason(
@@ -236,6 +264,22 @@ def _reconcile(
     seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
     action = driver_action(wanted=wanted, seen=seen)
     error: errors.OperatorError | None = None
+    failures = int(previous.get("driverFailures") or 0)
+    crashed = seen is not None and seen.phase in status.ENDED and seen.revision == wanted.revision
+    if action == "delete" and wanted.driver is not None and crashed:
+        assert seen is not None
+        failures = 0 if _ran_long(seen) else failures
+        wait = _backoff_left(failures, seen, now)
+        if wait > 0:
+            action = "keep"
+            error = errors.DriverBackOff(
+                f"driver Pod {pod_name} failed {failures + 1} times in a row; the next one starts"
+                f" in {wait:.0f} s or at the next reconciliation after that"
+                f" (back-off {backoff_seconds(failures):.0f} s)",
+                delay=wait,
+            )
+        else:
+            failures += 1
     if action == "create" and wanted.driver is not None:
         cluster.apply(wanted.driver)
         events.append(
@@ -274,6 +318,10 @@ def _reconcile(
     )
     new = status.compute(previous=previous, target=target, seen=observed, now=now)
     new["lastReset"] = previous.get("lastReset")
+    ready: dict[str, Any] = next((c for c in new["conditions"] if c["type"] == "Ready"), {})
+    new["driverFailures"] = 0 if ready.get("status") == "True" else failures
+    if isinstance(error, errors.DriverBackOff):
+        new["message"] = f"{new['message']}; {error}"
     if plan.reset is not None and seen is not None and seen.revision == wanted.revision:
         new["lastReset"] = plan.reset.id
     return Outcome(new, events, error)

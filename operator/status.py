@@ -19,10 +19,10 @@ from typing import Any
 from streamapp.operator import kafka_probe
 from streamapp.runtime import errors as runtime_errors
 
-__all__ = ["DriverObservation", "Observation", "Target", "compute", "condition"]
+__all__ = ["ENDED", "DriverObservation", "Observation", "Target", "compute", "condition", "parse_time"]
 
 #: A driver that exited, even with 0, has stopped processing: a streaming query does not finish.
-_ENDED = ("Failed", "Succeeded")
+ENDED = ("Failed", "Succeeded")
 #: Records waiting and no micro-batch for this long: the driver runs but does not process.
 STALL_SECONDS = 120
 
@@ -39,6 +39,7 @@ class DriverObservation:
     message: str | None = None  # why it is waiting or how it ended (reason, exit code)
     credentials: str | None = None  # digest of the Kafka credentials it was started with
     started: str | None = None  # when the Pod started (status.startTime, RFC 3339)
+    finished: str | None = None  # when its container ended (state.terminated.finishedAt)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _problems_text(problems: Sequence[runtime_errors.Problem]) -> str:
     return shown + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
 
 
-def _time(text: str | None) -> datetime.datetime | None:
+def parse_time(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
     try:
@@ -106,7 +107,7 @@ def _not_processing(driver: DriverObservation, standing: kafka_probe.Standing | 
         return f"driver Pod {driver.name} runs; no micro-batch has completed yet"
     if standing.lag == 0:
         return None
-    last, started, clock = _time(standing.time), _time(driver.started), _time(now)
+    last, started, clock = parse_time(standing.time), parse_time(driver.started), parse_time(now)
     if last is None or (started is not None and last < started):
         return f"driver Pod {driver.name} has not completed a micro-batch yet; {standing.lag} records wait"
     if clock is not None and (clock - last).total_seconds() > STALL_SECONDS:
@@ -164,7 +165,7 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now
             ),
             degraded=(False, "Restarting", ""),
         )
-    if driver.phase in _ENDED:
+    if driver.phase in ENDED:
         how = driver.message or f"driver Pod {driver.name} ended ({driver.phase})"
         return _Verdict(
             phase="Failed",

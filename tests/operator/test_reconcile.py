@@ -17,7 +17,9 @@ DRIVER = "wordcount-driver"
 def run(ref: desired.AppRef, fake_cluster: Any, make_probe: Any) -> Any:
     state: dict[str, Any] = {"status": {}, "generation": 1}
 
-    def go(spec: dict[str, Any], partitions: dict[str, int] | None = None, **probe: Any) -> reconcile.Outcome:
+    def go(
+        spec: dict[str, Any], partitions: dict[str, int] | None = None, now: str = NOW, **probe: Any
+    ) -> reconcile.Outcome:
         fake_cluster.calls.clear()
         outcome = reconcile.reconcile(
             ref=ref,
@@ -26,7 +28,7 @@ def run(ref: desired.AppRef, fake_cluster: Any, make_probe: Any) -> Any:
             previous=state["status"],
             cluster=fake_cluster,
             probe=make_probe({"text-lines": 6} if partitions is None else partitions, **probe),
-            now=NOW,
+            now=now,
         )
         state["status"] = outcome.status
         return outcome
@@ -149,6 +151,61 @@ def test_a_failed_driver_is_replaced(run: Any, spec: dict[str, Any], fake_cluste
     recovered = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
     assert _condition(recovered, "Degraded") == ("False", "DriverRunning")
     assert _condition(recovered, "Ready") == ("True", "DriverRunning")
+
+
+def test_a_crash_looping_driver_is_replaced_with_a_growing_back_off(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    """The first failed driver is replaced at once, the next after 10 s, then 20 s (CrashLoopBackOff's
+    curve); the failed Pod stays, with its exit code, while the back-off runs; a driver that
+    processes resets the count."""
+
+    def crash(second: int) -> None:
+        fake_cluster.objects[("Pod", "apps", DRIVER)]["status"] = {
+            "phase": "Failed",
+            "startTime": f"2026-01-01T00:00:{second - 1:02d}Z",
+            "containerStatuses": [
+                {"state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": at(second)}}}
+            ],
+        }
+
+    def at(second: int) -> str:
+        return f"2026-01-01T00:00:{second:02d}Z"
+
+    def replaced(outcome: reconcile.Outcome) -> bool:
+        return ("delete", "Pod", DRIVER) in fake_cluster.calls
+
+    run(spec)
+    crash(1)
+    first = run(spec, now=at(1))
+    assert replaced(first) and first.status["driverFailures"] == 1
+    fake_cluster.finish_terminating()
+    run(spec, now=at(2))  # the replacement
+    crash(3)
+    waiting = run(spec, now=at(4))
+    assert not replaced(waiting)
+    assert isinstance(waiting.error, errors.DriverBackOff) and waiting.error.delay == 9
+    assert "failed 2 times in a row" in waiting.status["message"]
+    assert "exit code 1" in waiting.status["message"]
+    assert _condition(waiting, "Degraded") == ("True", "DriverFailed")
+    second = run(spec, now=at(13))
+    assert replaced(second) and second.status["driverFailures"] == 2
+    fake_cluster.finish_terminating()
+    run(spec, now=at(14))
+    crash(15)
+    third = run(spec, now=at(16))
+    assert not replaced(third) and third.error is not None and third.error.delay == 19  # 20 s now
+    assert replaced(run(spec, now=at(35)))
+    fake_cluster.finish_terminating()
+    run(spec, now=at(36))
+    fake_cluster.run_pod(DRIVER)
+    processing = run(spec, now=at(40), standing=kafka_probe.Standing(lag=0, batch_id=0, time=at(39)))
+    assert _condition(processing, "Ready") == ("True", "DriverRunning")
+    assert processing.status["driverFailures"] == 0
+
+
+def test_back_off_curve() -> None:
+    assert [reconcile.backoff_seconds(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
 
 
 def test_an_ended_driver_removed_at_once_is_reported_with_its_exit_code(
