@@ -304,3 +304,85 @@ def _shows_degraded(app: _App, began: float, streamapp_report: Callable[[str], N
         f"apps run: a driver that cannot start → Degraded ({cond['message']}) {seconds:.1f}s after apply;"
         f" kubectl get sapp:\n{app.listing()}"
     )
+
+
+def test_a_lost_node_s_driver_is_replaced_on_another_node(
+    agent_node: node_agent_proc.AgentProcess,
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    streamapp_report: Callable[[str], None],
+    request: pytest.FixtureRequest,
+) -> None:
+    """A second agent Node runs the app; then its machine is lost: the agent stops reporting and its
+    processes die (SIGUSR1), and the Node is deleted, as a cloud's node controller does for a
+    machine that is gone. The operator force-deletes the app's Pods there (their kubelet will never
+    confirm) and the new driver runs on agent-0, resuming from the checkpoint. The node controller
+    here marks a silent Node NotReady only after 2 minutes (node-monitor-grace-period, for KWOK on
+    a loaded machine); the operator acts on NotReady the same way (tests/operator)."""
+    kube = streamapp_operator.kube
+    spare = node_agent_proc.AgentProcess(kube, "agent-1", tmp_path_factory.mktemp("node-agent-1"))
+
+    def tear_down() -> None:
+        kube.kubectl("uncordon", agent_node.node)
+        kube.kubectl(
+            "delete", "sapp", "nodeloss", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
+        )
+        spare.stop()
+        kube.kubectl("delete", "node", "agent-1", "--ignore-not-found", "--wait=false")
+        kube.kubectl("delete", "lease", "agent-1", "-n", "kube-node-lease", "--ignore-not-found")
+
+    request.addfinalizer(tear_down)
+    spare.start()
+    kube.kubectl("cordon", agent_node.node)  # the app lands on agent-1
+    source, sink = new_topic(1), new_topic(1)
+    doc = manifest("nodeloss", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
+    doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    app = _App("nodeloss", kube, spare, kafka_bootstrap)
+    expected: collections.Counter[str] = collections.Counter()
+
+    def produce(lines: list[str]) -> None:
+        admin.produce(kafka_bootstrap, source, [admin.Record(None, line.encode()) for line in lines])
+        expected.update(_words(lines))
+
+    def output_matches() -> list[tuple[str, int]] | None:
+        changelog = _changelog(kafka_bootstrap, sink)
+        return changelog if _latest(changelog) == dict(expected) else None
+
+    apply(kube, doc)
+    produce(BATCHES[0])
+    app.eventually("the word counts of batch 1 never appeared", output_matches)
+    old = app.driver_pod()
+    assert old is not None and old["spec"]["nodeName"] == "agent-1", old and old["spec"]
+    kube.kubectl("uncordon", agent_node.node)
+
+    lost = time.monotonic()
+    spare.fail()
+    kube.kubectl("delete", "node", "agent-1", "--wait=false")
+    produce(BATCHES[1])
+    app.agent = agent_node  # where the new driver's logs will be
+
+    def replaced() -> dict[str, Any] | None:
+        pod = app.driver_pod()
+        ok = (
+            pod
+            and pod["metadata"]["uid"] != old["metadata"]["uid"]
+            and pod["spec"].get("nodeName") == "agent-0"
+        )
+        return pod if ok else None
+
+    app.eventually("the driver was not replaced on agent-0", replaced, timeout=180)
+    replaced_at = time.monotonic() - lost
+    app.eventually("no output after the node was lost", output_matches)
+    resumed = time.monotonic() - lost
+    events = kube.kubectl(
+        "get", "events", "-n", NS, "--field-selector", "involvedObject.name=nodeloss,reason=NodeLost",
+        "-o", "jsonpath={.items[*].message}",
+    )  # fmt: skip
+    assert "was on Node agent-1, which no longer exists" in events, events
+    streamapp_report(
+        f"apps run: node agent-1 lost (agent silent, Node deleted) → new driver on agent-0 at "
+        f"{replaced_at:.1f}s, output of new input {resumed:.1f}s after the loss; events: {events}"
+    )

@@ -41,6 +41,8 @@ class Context:
     #: kopf's thread pool, and two at once could both decide to replace the driver.
     locks: dict[str, threading.Lock] = dataclasses.field(default_factory=dict)
     _locks_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    #: Nodes (name/uid) whose loss every app was already reconciled for.
+    lost_nodes: set[str] = dataclasses.field(default_factory=set)
 
     def lock(self, app: str) -> threading.Lock:
         with self._locks_lock:
@@ -182,14 +184,37 @@ def on_timer(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> N
 def on_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A driver or executor Pod changed (scheduled, ready, ended, gone): update its app's status now
     instead of at the next timer tick, and replace a driver that ended."""
+    _reconcile_named(
+        memo.context, "pod", str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
+    )
+
+
+@kopf.on.event("v1", "nodes")
+def on_node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A Node was lost (deleted, or marked not Ready by the node controller): reconcile every app
+    now, which force-deletes its Pods there and replaces its driver, instead of at the next timer
+    tick. Once per loss; a Node that comes back Ready can be lost again."""
     context: Context = memo.context
-    namespace, name = str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
+    key = f"{body.metadata.name}/{body.metadata.uid}"
+    if type != "DELETED" and reconcile.node_lost(body) is None:
+        context.lost_nodes.discard(key)
+        return
+    if key in context.lost_nodes:
+        return
+    context.lost_nodes.add(key)
+    for app in sorted(context.phases):
+        namespace, name = app.split("/", 1)
+        _reconcile_named(context, "node", namespace, name)
+
+
+def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) -> None:
+    """Reconcile an app known by name (not by the event's body) and write its status."""
     try:
         app = context.cluster.get(f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name)
         if app is None or app["metadata"].get("deletionTimestamp"):
             return  # being deleted: on_delete cleans up
         ref = desired.AppRef(name=name, namespace=namespace, uid=str(app["metadata"]["uid"]))
-        outcome = _reconcile(context, "pod", ref, app)
+        outcome = _reconcile(context, trigger, ref, app)
         assert outcome is not None
         if outcome.status != {k: (app.get("status") or {}).get(k) for k in outcome.status}:
             context.cluster.patch_status(
@@ -197,7 +222,7 @@ def on_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
             )
     except errors.OperatorError as exc:
         # The app's own handlers and timer retry; a pod event is only a hint to look sooner.
-        metrics.ERRORS.labels(trigger="pod", kind=_error_kind(exc)).inc()
+        metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
         return
     for event in outcome.events:
         kopf.event(

@@ -27,7 +27,7 @@ REGISTRY = prometheus_client.CollectorRegistry()
 
 RECONCILES = prometheus_client.Counter(
     "streamapp_operator_reconciliations",
-    "Reconciliations of StreamApps, by trigger (create, update, resume, timer, delete).",
+    "Reconciliations of StreamApps, by trigger (create, update, resume, timer, delete, pod, node).",
     ["trigger"],
     registry=REGISTRY,
 )

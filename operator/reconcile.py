@@ -96,6 +96,51 @@ def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | N
     return "keep"
 
 
+def node_lost(node: Mapping[str, Any] | None) -> str | None:
+    """Why Pods on this Node no longer run (None: it is healthy).
+
+    A Node that is gone, or that the node controller marked not Ready (its kubelet stopped
+    renewing its Lease for node-monitor-grace-period), runs nothing any more that anyone can see:
+    its Pods stay Running or Terminating in the API server until the Node returns, which a lost
+    machine never does.
+    """
+    if node is None:
+        return "no longer exists"
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") == "True":
+        return None
+    return (
+        f"is not Ready ({ready.get('reason') or ready.get('status')} since {ready.get('lastTransitionTime')})"
+    )
+
+
+def _evict_from_lost_nodes(cluster: cluster_.Cluster, ref: desired.AppRef, events: list[Event]) -> None:
+    """Force-delete the app's Pods (driver and executors) on lost Nodes, as a StatefulSet's user
+    would by hand: the driver is then replaced from the checkpoint at once, and Spark replaces the
+    executors, instead of waiting for the taint-based eviction (5 minutes by default) and then for a
+    kubelet that never confirms. A driver on a Node that is only cut off could still run: its
+    output is fenced by the transactional producer ids under exactly_once_v2."""
+    pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name}")
+    verdicts: dict[str, str | None] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        if node not in verdicts:
+            verdicts[node] = node_lost(cluster.get("v1", "Node", "", node))
+        why = verdicts[node]
+        if why is None:
+            continue
+        name = pod["metadata"]["name"]
+        cluster.delete("v1", "Pod", ref.namespace, name, grace_seconds=0)
+        events.append(
+            Event(
+                "Warning", "NodeLost", f"Pod {name} was on Node {node}, which {why}: deleted it to replace it"
+            )
+        )
+
+
 def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
     """Executor Pods that run and pass their readiness (a terminating one no longer counts)."""
     pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor")
@@ -261,6 +306,7 @@ def _reconcile(
 
     for obj in wanted.support:
         cluster.apply(obj)
+    _evict_from_lost_nodes(cluster, ref, events)
     seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
     action = driver_action(wanted=wanted, seen=seen)
     error: errors.OperatorError | None = None

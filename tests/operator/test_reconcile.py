@@ -349,3 +349,49 @@ def test_a_rotated_secret_replaces_the_driver_and_an_unreadable_one_does_not(
     gone = run(spec)
     assert [e.reason for e in gone.events] == ["KafkaCredentials"]  # a warning, the driver stays
     assert ("delete", "Pod", DRIVER) not in fake_cluster.calls
+
+
+def test_pods_on_a_lost_node_are_force_deleted_and_the_driver_replaced_at_once(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    """A lost Node's kubelet never confirms a deletion: the operator removes the app's Pods there
+    (grace 0) and creates the new driver in the same reconciliation; Pods on healthy Nodes stay."""
+
+    def node(name: str, ready: str) -> None:
+        fake_cluster.objects[("Node", "", name)] = {
+            "metadata": {"name": name},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown"}]},
+        }
+
+    def executor(name: str, on: str) -> None:
+        labels = {desired.APP_LABEL: "wordcount", "spark-role": "executor"}
+        fake_cluster.objects[("Pod", "apps", name)] = {
+            "metadata": {"name": name, "namespace": "apps", "labels": labels},
+            "spec": {"nodeName": on},
+        }
+
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    fake_cluster.objects[("Pod", "apps", DRIVER)]["spec"]["nodeName"] = "node-a"
+    executor("wordcount-exec-1", "node-a")
+    executor("wordcount-exec-2", "node-b")
+    node("node-a", "True")
+    node("node-b", "True")
+    healthy = run(spec)
+    assert not [c for c in fake_cluster.calls if c[0] == "delete"]
+    assert "NodeLost" not in [e.reason for e in healthy.events]
+
+    node("node-a", "Unknown")
+    lost = run(spec)
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls
+    assert ("delete", "Pod", "wordcount-exec-1") in fake_cluster.calls
+    assert ("delete", "Pod", "wordcount-exec-2") not in fake_cluster.calls
+    reasons = [e.reason for e in lost.events]
+    assert reasons.count("NodeLost") == 2 and "DriverCreated" in reasons
+    assert "node-a, which is not Ready (NodeStatusUnknown" in lost.events[0].message
+    assert "nodeName" not in fake_cluster.objects[("Pod", "apps", DRIVER)].get("spec", {})  # the new one
+
+    del fake_cluster.objects[("Node", "", "node-b")]  # a Node deleted (its machine is gone)
+    gone = run(spec)
+    assert ("delete", "Pod", "wordcount-exec-2") in fake_cluster.calls
+    assert "node-b, which no longer exists" in gone.events[0].message
