@@ -386,3 +386,44 @@ def test_a_lost_node_s_driver_is_replaced_on_another_node(
         f"apps run: node agent-1 lost (agent silent, Node deleted) → new driver on agent-0 at "
         f"{replaced_at:.1f}s, output of new input {resumed:.1f}s after the loss; events: {events}"
     )
+
+
+def test_executors_that_cannot_start_show_degraded_with_their_exit_code(
+    agent_node: node_agent_proc.AgentProcess,
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    streamapp_report: Callable[[str], None],
+) -> None:
+    """The driver runs, but every executor JVM it asks for exits at start (a thread stack size that
+    is too small for the JVM to start): the app shows Degraded ExecutorsFailing with the exit code."""
+    kube = streamapp_operator.kube
+    doc = manifest("badexec", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap, **SIZING)
+    doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    doc["spec"]["sparkConf"] = {"spark.executor.extraJavaOptions": "-Xss1k"}
+    app = _App("badexec", kube, agent_node, kafka_bootstrap)
+    began = time.monotonic()
+    apply(kube, doc)
+    try:
+
+        def degraded() -> dict[str, Any] | None:
+            status = app.status()
+            cond = operator_proc.condition(status, "Degraded")
+            return (
+                status if cond.get("reason") == "ExecutorsFailing" and cond.get("status") == "True" else None
+            )
+
+        status = app.eventually("Degraded ExecutorsFailing never showed", degraded, timeout=240)
+        seconds = time.monotonic() - began
+        cond = operator_proc.condition(status, "Degraded")
+        assert re.search(
+            r"executor Pod badexec-exec-\d+: container ended: \w+ \(exit code [1-9]", cond["message"]
+        )
+        assert operator_proc.condition(status, "Ready")["status"] == "False"
+        streamapp_report(
+            f"apps run: executors that cannot start → Degraded ({cond['message']}) {seconds:.1f}s after"
+            f" apply; kubectl get sapp:\n{app.listing()}"
+        )
+    finally:
+        kube.kubectl("delete", "sapp", "badexec", "-n", NS, "--timeout=120s", timeout=130)

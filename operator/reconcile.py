@@ -141,11 +141,24 @@ def _evict_from_lost_nodes(cluster: cluster_.Cluster, ref: desired.AppRef, event
         )
 
 
-def _executors_ready(cluster: cluster_.Cluster, ref: desired.AppRef) -> int:
-    """Executor Pods that run and pass their readiness (a terminating one no longer counts)."""
+def _executors(
+    cluster: cluster_.Cluster, ref: desired.AppRef, driver_uid: str | None
+) -> tuple[int, list[str]]:
+    """Executor Pods that run and pass their readiness (a terminating one no longer counts), and
+    how the current driver's executors that failed ended (Spark keeps them: deleteOnTermination
+    is off, so their exit codes and logs stay readable until the driver Pod goes)."""
     pods = cluster.list("v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor")
-    seen = [observe_driver(pod) for pod in pods]
-    return sum(1 for pod in seen if pod and pod.phase == "Running" and pod.ready and not pod.terminating)
+    ready, failed = 0, []
+    for pod in pods:
+        seen = observe_driver(pod)
+        assert seen is not None
+        if seen.phase == "Running" and seen.ready and not seen.terminating:
+            ready += 1
+        owners = {o.get("uid") for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
+        if seen.phase == "Failed" and (driver_uid is None or driver_uid in owners):
+            how = (seen.message or "ended (Failed)").replace("driver container", "container")
+            failed.append(f"executor Pod {seen.name}: {how}")
+    return ready, sorted(failed)
 
 
 def _kafka_config(
@@ -353,9 +366,12 @@ def _reconcile(
     elif action == "wait" and wanted.driver is not None:
         error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
 
+    driver_pod = cluster.get("v1", "Pod", ref.namespace, pod_name) if seen is not None else None
+    ready, failed = _executors(cluster, ref, ((driver_pod or {}).get("metadata") or {}).get("uid"))
     observed = status.Observation(
         driver=seen,
-        executors_ready=_executors_ready(cluster, ref),
+        executors_ready=ready,
+        executor_failures=tuple(failed),
         partitions=partitions,
         standing=_standing(app, ref, probe, events, config),
     )
@@ -393,4 +409,11 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
         if any(owner.get("uid") == ref.uid for owner in owners):  # never someone else's object
             grace = desired.GRACE_SECONDS if kind == "Pod" else None
             cluster.delete(api_version, kind, ref.namespace, obj, grace_seconds=grace)
-    return cluster.get("v1", "Pod", ref.namespace, name) is None
+    if cluster.get("v1", "Pod", ref.namespace, name) is not None:
+        return False
+    # Spark keeps its executor Pods that ended (deleteOnTermination is off); the garbage collector
+    # removes them with their driver Pod, and so does this, where none runs.
+    selector = f"{desired.APP_LABEL}={ref.name},spark-role=executor"
+    for pod in cluster.list("v1", "Pod", ref.namespace, selector):
+        cluster.delete("v1", "Pod", ref.namespace, pod["metadata"]["name"])
+    return True

@@ -39,7 +39,7 @@ def driver_conf(
         "spark.kubernetes.container.image": image,
         # Executor pods are owned by this Pod (garbage-collected with it) and named after the app.
         "spark.kubernetes.driver.pod.name": driver_pod,
-        "spark.kubernetes.executor.podNamePrefix": f"{app}-exec",
+        "spark.kubernetes.executor.podNamePrefix": app,  # Spark adds -exec-<id>
         "spark.kubernetes.executor.label.streamapp.io/app": app,
         "spark.kubernetes.executor.label.app.kubernetes.io/managed-by": "streamapp-operator",
         "spark.driver.host": driver_host,
@@ -54,6 +54,10 @@ def driver_conf(
         "spark.executor.memory": executor.memory or DEFAULT_MEMORY,
         "spark.kubernetes.executor.request.cores": executor.cpu or str(plan.executors.cores_per_executor),
         "spark.dynamicAllocation.enabled": "false",
+        # A failed executor Pod stays (owned by the driver Pod, gone with it): the operator reports
+        # its exit code as Degraded, and `kubectl logs` can still read why it failed. Spark's
+        # spark.executor.maxNumFailures bounds how many a crash loop leaves.
+        "spark.kubernetes.executor.deleteOnTermination": "false",
     }
     if pull_policy:
         conf["spark.kubernetes.container.image.pullPolicy"] = pull_policy

@@ -46,6 +46,8 @@ class DriverObservation:
 class Observation:
     driver: DriverObservation | None
     executors_ready: int = 0
+    #: How the current driver's failed executor Pods ended ("executor Pod x: container ended: …").
+    executor_failures: Sequence[str] = ()
     partitions: int | None = None
     #: The app's progress as its driver last committed it to Kafka; None: unknown or none yet.
     standing: kafka_probe.Standing | None = None
@@ -172,6 +174,16 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now
             ready=(False, "DriverFailed", how),
             progressing=(True, "Restarting", "a new driver Pod resumes from the checkpoint"),
             degraded=(True, "DriverFailed", how),
+        )
+    if running and seen.executor_failures and target.executors and seen.executors_ready < target.executors:
+        failures = seen.executor_failures
+        pods = "1 executor Pod" if len(failures) == 1 else f"{len(failures)} executor Pods"
+        how = f"{pods} failed; last: {failures[-1]}"
+        return _Verdict(
+            phase="Running",
+            ready=(False, "ExecutorsFailing", how),
+            progressing=(False, "Deployed", f"revision {target.revision} is deployed"),
+            degraded=(True, "ExecutorsFailing", how),
         )
     if running and driver is not None and (idle := _not_processing(driver, seen.standing, now)):
         return _Verdict(

@@ -23,7 +23,7 @@ from streamapp.runtime.manifest import models
 
 __all__ = ["MAX_NAME_LENGTH", "RESERVED_SPARK_CONF", "parse", "problems", "to_manifest"]
 
-#: Spark prefixes executor pod names with ``<name>-exec`` and allows at most 47 characters.
+#: Executor Pods are named ``<name>-exec-<id>``; Spark allows a prefix of at most 47 characters.
 MAX_NAME_LENGTH = 42
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -41,6 +41,7 @@ RESERVED_SPARK_CONF = {
     "spark.executor.instances": "use spec.deployment.executors",
     "spark.executor.cores": "use spec.deployment.executors.coresPerExecutor",
     "spark.dynamicAllocation.enabled": "the operator sizes executors from the input partitions",
+    "spark.kubernetes.executor.deleteOnTermination": "failed executor Pods are kept for their exit code",
 }
 
 

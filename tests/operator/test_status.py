@@ -169,3 +169,22 @@ def test_ready_means_a_micro_batch_completed_recently(
     assert result["phase"] == "Running"
     assert _conditions(result)["Progressing"] == ("False", "Deployed")
     assert _conditions(result)["Degraded"][0] == "False"
+
+
+def test_failing_executors_show_degraded_with_their_exit_code_until_all_run() -> None:
+    failure = "executor Pod app-exec-3: container ended: Error (exit code 1)"
+    standing = kafka_probe.Standing(lag=0)
+    failing = status.Observation(
+        _driver(), executors_ready=2, executor_failures=(failure,), standing=standing
+    )
+    result = status.compute(previous=None, target=TARGET, seen=failing, now=NOW)
+    assert _conditions(result)["Degraded"] == ("True", "ExecutorsFailing")
+    assert _conditions(result)["Ready"] == ("False", "ExecutorsFailing")
+    assert result["message"] == f"1 executor Pod failed; last: {failure}"
+    # Spark replaced the failed one and all 4 run: the failure that was is no longer news.
+    replaced = status.Observation(
+        _driver(), executors_ready=4, executor_failures=(failure,), standing=standing
+    )
+    healed = status.compute(previous=result, target=TARGET, seen=replaced, now=LATER)
+    assert _conditions(healed)["Degraded"] == ("False", "DriverRunning")
+    assert _conditions(healed)["Ready"] == ("True", "DriverRunning")
