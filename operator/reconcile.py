@@ -367,10 +367,10 @@ def _reconcile(
         error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
 
     driver_pod = cluster.get("v1", "Pod", ref.namespace, pod_name) if seen is not None else None
-    ready, failed = _executors(cluster, ref, ((driver_pod or {}).get("metadata") or {}).get("uid"))
+    running, failed = _executors(cluster, ref, ((driver_pod or {}).get("metadata") or {}).get("uid"))
     observed = status.Observation(
         driver=seen,
-        executors_ready=ready,
+        executors_ready=running,
         executor_failures=tuple(failed),
         partitions=partitions,
         standing=_standing(app, ref, probe, events, config),
