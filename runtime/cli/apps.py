@@ -177,11 +177,12 @@ def _execute(app: Any) -> int:
     try:
         app.start()
         partitions = app.state_partitions
+        plural = "" if partitions == 1 else "s"
+        state = "" if partitions is None else f", {partitions} state partition{plural}"
         print(
             f"running {name!r}: {', '.join(topology.source_topics())} → "
             f"{', '.join(topology.sink_topics())} ({app.trigger} trigger, "
-            f"{app.processing_guarantee}, checkpoint {app.checkpoint_location}"
-            + (f", {partitions} state partitions)" if partitions is not None else ")"),
+            f"{app.processing_guarantee}, checkpoint {app.checkpoint_location}{state})",
             flush=True,
         )
         try:
