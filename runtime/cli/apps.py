@@ -166,7 +166,9 @@ def _execute(app: Any) -> int:
     name = app.application_id
     topology = app.topology
     print(f"starting Spark for {name!r} (first start takes about 10 s) …", flush=True)
+    began = time.monotonic()
     app.on_progress(_late_reporter(name))
+    app.on_progress(_first_batch_reporter(name, began))
     stop = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -182,7 +184,8 @@ def _execute(app: Any) -> int:
         print(
             f"running {name!r}: {', '.join(topology.source_topics())} → "
             f"{', '.join(topology.sink_topics())} ({app.trigger} trigger, "
-            f"{app.processing_guarantee}, checkpoint {app.checkpoint_location}{state})",
+            f"{app.processing_guarantee}, checkpoint {app.checkpoint_location}{state}); "
+            f"Spark and the query up in {time.monotonic() - began:.1f} s",
             flush=True,
         )
         try:
@@ -248,6 +251,29 @@ def _late_reporter(name: str) -> Any:
                 flush=True,
             )
             dropped = progress.late
+
+    return report
+
+
+def _first_batch_reporter(name: str, began: float) -> Any:
+    """One line when the first micro-batch completes: how long after start, and its slowest
+    phases (Spark's durationMs). What a restart or a failover costs, phase by phase."""
+    done = False
+
+    def report(progress: Any, raw: Mapping[str, Any]) -> None:
+        nonlocal done
+        if done:
+            return
+        done = True
+        phases = sorted(((v, k) for k, v in (raw.get("durationMs") or {}).items() if k != "triggerExecution"))
+        slowest = ", ".join(f"{k} {v / 1000:.1f} s" for v, k in reversed(phases[-4:]))
+        total = (raw.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+        print(
+            f"{name}: first micro-batch (batch {progress.last_batch_id}, {raw.get('numInputRows', 0)} "
+            f"records) done {time.monotonic() - began:.1f} s after start; it took {total:.1f} s"
+            + (f" ({slowest})" if slowest else ""),
+            flush=True,
+        )
 
     return report
 
