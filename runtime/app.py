@@ -133,7 +133,11 @@ class Progress:
     records_written: Mapping[str, int] = dataclasses.field(default_factory=dict)  # per output topic
     late: int = 0  # record-window contributions dropped beyond grace
     late_by_node: Mapping[str, int] = dataclasses.field(default_factory=dict)  # per windowed node
-    skipped: int = 0  # records skipped by an error policy (none skips records today)
+    skipped: int = 0  # unreadable records a source's deserializationErrors: skip dropped
+    dead_lettered: int = 0  # unreadable records a source's deserializationErrors: deadLetter wrote
+    #: both per source topic
+    skipped_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    dead_lettered_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
     last_batch_id: int | None = None
     elapsed: float = 0.0  # seconds since start()
     #: counts per topic are not known for the real-time trigger (it reports no observations)
@@ -445,6 +449,10 @@ class StreamApp:
             batches=old.batches + 1,
             records_read=_add(old.records_read, counts["read"]),
             records_written=_add(old.records_written, counts["written"]),
+            skipped=old.skipped + sum(counts["skipped"].values()),
+            dead_lettered=old.dead_lettered + sum(counts["dead_lettered"].values()),
+            skipped_by_topic=_add(old.skipped_by_topic, counts["skipped"]),
+            dead_lettered_by_topic=_add(old.dead_lettered_by_topic, counts["dead_lettered"]),
             late=run.late_total(),
             late_by_node=run.late_by_node(),
             last_batch_id=int(raw["batchId"]),

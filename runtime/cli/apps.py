@@ -283,6 +283,7 @@ def _summary(app: Any) -> str:
     lines = [
         f"summary of {app.application_id!r}: {progress.batches} batch(es) in {progress.elapsed:.1f} s, "
         f"{progress.late} late record(s) dropped, {progress.skipped} skipped"
+        + (f", {progress.dead_lettered} dead-lettered" if progress.dead_lettered else "")
     ]
     if not progress.counted:
         lines.append("  records per topic are not counted with the real-time trigger")
@@ -293,6 +294,12 @@ def _summary(app: Any) -> str:
     ):
         for topic in topics:
             lines.append(f"  {label:<8} {counts.get(topic, 0):>10,} record(s)  {topic}")
+    for label, counts in (
+        ("skipped", progress.skipped_by_topic),
+        ("dead-lettered", progress.dead_lettered_by_topic),
+    ):
+        for topic, n in counts.items():
+            lines.append(f"  {label:<8} {n:>10,} record(s)  {topic} (unreadable: deserializationErrors)")
     return "\n".join(lines)
 
 

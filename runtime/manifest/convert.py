@@ -299,7 +299,30 @@ class _Converter:
             timestamp=src.timestamp,
             table=src.as_ != "stream",
             max_offsets_per_trigger=src.max_offsets_per_trigger,
+            **self.error_policy(src, path),
         )
+
+    def error_policy(self, src: models.FromSpec, path: str) -> dict[str, Any]:
+        """The source's deserializationErrors and deadLetterTopic, checked together."""
+        policy, topic = src.deserialization_errors, src.dead_letter_topic
+        if policy == "deadLetter" and not topic:
+            self.problem(
+                f"{path}.from.deadLetterTopic", "deserializationErrors: deadLetter needs a deadLetterTopic"
+            )
+        if topic and policy != "deadLetter":
+            self.problem(
+                f"{path}.from.deadLetterTopic",
+                f"only used with deserializationErrors: deadLetter (this source's is {policy})",
+            )
+        if policy != "fail" and src.as_ == "globalTable":
+            self.problem(
+                f"{path}.from.deserializationErrors",
+                "a globalTable is read in full by every task, outside the micro-batch's counts: only fail",
+            )
+            return {}
+        if src.as_ == "globalTable":
+            return {}
+        return {"deserialization_errors": None if policy == "fail" else policy, "dead_letter_topic": topic}
 
     def duration(self, value: models.Duration, path: str) -> int:
         try:

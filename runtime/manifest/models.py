@@ -360,6 +360,16 @@ class FromSpec(_Model):
         description="At most this many records of these topics per micro-batch (back-pressure; "
         "Spark's maxOffsetsPerTrigger). Default: everything available.",
     )
+    deserialization_errors: Literal["fail", "skip", "deadLetter"] = pydantic.Field(
+        default="fail",
+        description="A record whose key or value its serde cannot read: fail (stop, naming the "
+        "record and why), skip (drop it, counted as skipped), or deadLetter (write its original "
+        "bytes and headers to deadLetterTopic with headers naming topic, partition, offset and error; "
+        "counted as dead-lettered).",
+    )
+    dead_letter_topic: str | None = pydantic.Field(
+        default=None, description="Where deserializationErrors: deadLetter writes unreadable records."
+    )
     as_: Literal["stream", "table", "globalTable"] = pydantic.Field(
         default="stream",
         alias="as",

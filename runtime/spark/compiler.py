@@ -47,6 +47,21 @@ class Compiled:
     #: windowed aggregation node → Spark accumulator of record-window contributions dropped as
     #: late (beyond grace); the runner reports them as a metric.
     late: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: observed-metric name → (``"skipped"`` or ``"dead_lettered"``, the source topics it counts
+    #: per column ``t<i>``): records a deserializationErrors policy dropped or dead-lettered.
+    error_counts: Mapping[str, tuple[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+
+
+#: KIP-1034's dead-letter headers (Kafka Streams' names), on each record a source dead-letters.
+DEAD_LETTER_HEADERS = (
+    "__streams.errors.exception",
+    "__streams.errors.message",
+    "__streams.errors.topic",
+    "__streams.errors.partition",
+    "__streams.errors.offset",
+)
+#: The exception Kafka's own deserializers throw, named in the dead letter's exception header.
+DESERIALIZATION_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
 
 
 def resolve_function(ref: str) -> Callable[..., Any]:
@@ -105,6 +120,7 @@ class _Compiler:
         self.tables: dict[str, frames.RecordFrame] = {}
         #: per table source, its records as read (joins order them with the other side's)
         self.raw_tables: dict[str, frames.RecordFrame] = {}
+        self.error_counts: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def read_source(self, node: nd.Source) -> frames.RecordFrame:
         """A source's records as read: decoded by its serdes, with its event time."""
@@ -115,6 +131,8 @@ class _Compiler:
             if limit
             else self.read(list(node.topics))
         )
+        if node.deserialization_errors not in (None, "fail"):
+            rows = self._readable(node, rows, key.name, value.name)
         frame = frames.RecordFrame.from_kafka(
             rows,
             key_serde=key.name,
@@ -125,6 +143,35 @@ class _Compiler:
         if node.timestamp is not None:
             frame = frame._with(timestamp=F.timestamp_millis(F.expr(node.timestamp).cast("bigint")))
         return frame
+
+    def _readable(self, node: nd.Source, rows: DataFrame, key: str, value: str) -> DataFrame:
+        """The source rows its serdes can read; the others are skipped or dead-lettered (an output
+        of the plan, so under exactly_once_v2 in the batch's transaction), and counted per topic
+        in an observed metric."""
+        policy = node.deserialization_errors
+        if self.topology.trigger()[0] == "real-time":
+            raise errors.TopologyError(
+                f"{node.name}: deserializationErrors: {policy} needs micro-batches to count what it "
+                "drops; latency: low (Spark's real-time trigger) reports no counts: use fail there"
+            )
+        key_bad, value_bad = codecs.problem(F.col("key"), key), codecs.problem(F.col("value"), value)
+        why_key = F.concat(F.lit(f"key cannot be read with the {key} serde: "), key_bad)
+        why_value = F.concat(F.lit(f"value cannot be read with the {value} serde: "), value_bad)
+        error = F.when(key_bad.isNotNull(), why_key).when(value_bad.isNotNull(), why_value)
+        marked = rows.withColumn("_error", error)
+        name = f"streamapp_{'skipped' if policy == 'skip' else 'dead_lettered'}_{len(self.error_counts)}"
+        counts = [
+            F.count_if((F.col("topic") == F.lit(t)) & F.col("_error").isNotNull()).alias(f"t{i}")
+            for i, t in enumerate(node.topics)
+        ]
+        self.error_counts[name] = ("skipped" if policy == "skip" else "dead_lettered", tuple(node.topics))
+        if policy == "skip":
+            marked = marked.observe(name, *counts)
+        else:
+            assert node.dead_letter_topic is not None
+            bad = marked.where(F.col("_error").isNotNull()).observe(name, *counts)
+            self.outputs.append(_dead_letters(bad, node.dead_letter_topic))
+        return marked.where(F.col("_error").isNull()).drop("_error")
 
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
@@ -441,6 +488,30 @@ class _Compiler:
         )
 
 
+def _dead_letters(bad: DataFrame, topic: str) -> DataFrame:
+    """Sink rows for unreadable source rows: the original key, value, headers and timestamp, plus
+    KIP-1034's headers saying which record it was and why it could not be read."""
+    header = bad.schema["headers"].dataType
+    errors_ = [
+        (DEAD_LETTER_HEADERS[0], F.lit(DESERIALIZATION_EXCEPTION)),
+        (DEAD_LETTER_HEADERS[1], F.col("_error")),
+        (DEAD_LETTER_HEADERS[2], F.col("topic")),
+        (DEAD_LETTER_HEADERS[3], F.col("partition").cast("string")),
+        (DEAD_LETTER_HEADERS[4], F.col("offset").cast("string")),
+    ]
+    added = F.array(
+        *[F.struct(F.lit(k).alias("key"), v.cast("binary").alias("value")) for k, v in errors_]
+    ).cast(header)
+    return bad.select(
+        F.col("key"),
+        F.col("value"),
+        F.concat(F.coalesce(F.col("headers"), F.array().cast(header)), added).alias("headers"),
+        F.lit(topic).alias("topic"),
+        F.col("timestamp"),
+        F.lit(None).cast("int").alias("partition"),
+    )
+
+
 def _struct_hint(frame: frames.RecordFrame, column: str, schema: str | None) -> str | None:
     # JSON: structs, arrays and maps are written with to_json; a string is written as it is.
     return frames._schema_marker(frame.df.schema[column].dataType)
@@ -460,4 +531,5 @@ def compile_topology(topology: graph.Topology, *, read: Reader) -> Compiled:
         output_mode="update" if native_stateful else "append",
         prints=any(n.op == "print" for n in topology.nodes),
         late=compiler.late,
+        error_counts=compiler.error_counts,
     )

@@ -127,13 +127,21 @@ def _observe(
 def counted_topics(
     metrics: Mapping[str, Any], observed: Mapping[str, Sequence[str]]
 ) -> dict[str, dict[str, int]]:
-    """``{"read": {topic: n}, "written": {topic: n}}`` from one progress's ``observedMetrics``."""
-    counts: dict[str, dict[str, int]] = {"read": {}, "written": {}}
+    """``{"read": …, "written": …, "skipped": …, "dead_lettered": …}`` (each ``{topic: n}``) from one
+    progress's ``observedMetrics``; skipped and dead-lettered records are counted per source topic."""
+    counts: dict[str, dict[str, int]] = {"read": {}, "written": {}, "skipped": {}, "dead_lettered": {}}
     for name, topics in observed.items():
         row = metrics.get(name)
         if not row:
             continue
-        side = counts["written" if name == WRITTEN else "read"]
+        if name == WRITTEN:
+            side = counts["written"]
+        elif name.startswith("streamapp_skipped_"):
+            side = counts["skipped"]
+        elif name.startswith("streamapp_dead_lettered_"):
+            side = counts["dead_lettered"]
+        else:
+            side = counts["read"]
         for i, topic in enumerate(topics):
             # The progress's JSON gives the observed Row as a list of values; a Row object (or a
             # dict) by column name.
@@ -223,6 +231,8 @@ def start(
             return frame
 
         compiled = compiler.compile_topology(topology, read=read)
+        if counting:
+            observed.update({name: list(topics) for name, (_kind, topics) in compiled.error_counts.items()})
         chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
         instrumented = query_metrics.attach(
             spark, compiled, topology=topology, name=name, namespace=namespace, checkpoint=checkpoint

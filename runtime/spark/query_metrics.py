@@ -94,11 +94,8 @@ def attach(
         checkpoint=checkpoint,
         sinks=sinks,
         observed=observed,
-        totals={
-            "late": dict(compiled.late),
-            "skipped": dict(getattr(compiled, "skipped", {}) or {}),
-            "dead_lettered": dict(getattr(compiled, "dead_lettered", {}) or {}),
-        },
+        totals={"late": dict(compiled.late)},
+        error_counts=compiled.error_counts,
     )
     for node in compiled.late:
         app_metrics.count("late", node, 0)  # each windowed aggregation's series exists from the start
@@ -124,6 +121,7 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
         sinks: list[str],
         observed: bool,
         totals: Mapping[str, Mapping[str, Any]],
+        error_counts: Mapping[str, tuple[str, tuple[str, ...]]],
     ) -> None:
         self.metrics = app_metrics
         self.spark = spark
@@ -132,6 +130,8 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
         self.sinks = sinks
         self.observed = observed
         self.totals = totals
+        self.error_counts = error_counts
+        self._errors_seen: dict[tuple[str, str], int] = {}
         self.query_id: str | None = None  # the first query of this name started after attach
         self.done = False
         self._initial: dict[int, dict[tuple[str, int], int] | None] = {}
@@ -152,6 +152,7 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
             for family, accumulators in self.totals.items():
                 for key, accumulator in accumulators.items():
                     self.metrics.count(family, key, float(accumulator.value))
+            self._count_errors(parsed.get("observedMetrics") or {})
         except Exception:  # noqa: BLE001 - a listener must never break the query: count, log, go on
             self.metrics.error("progress")
             _log.exception("metrics of %s: a progress event could not be accounted", self.name)
@@ -165,6 +166,17 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
         self.done = True
         if event.exception:
             self.metrics.error("query")
+
+    def _count_errors(self, observed: Mapping[str, Any]) -> None:
+        """Skipped and dead-lettered records (deserializationErrors), per source topic: the batch's
+        observed counts added to running totals, which the counters follow."""
+        for name, (family, topics) in self.error_counts.items():
+            row = observed.get(name) or {}
+            for i, topic in enumerate(topics):
+                value = row[i] if isinstance(row, (list, tuple)) else row.get(f"t{i}")
+                total = self._errors_seen.get((family, topic), 0) + int(value or 0)
+                self._errors_seen[(family, topic)] = total
+                self.metrics.count(family, topic, float(total))
 
     def _outputs(self, progress: Mapping[str, Any]) -> dict[str, tuple[int, float | None]]:
         if not self.observed:

@@ -97,8 +97,15 @@ class StreamsBuilder:
         key_serde: serdes.Serde | None = None,
         value_serde: serdes.Serde | None = None,
         timestamp: str | None = None,
+        deserialization_errors: str = "fail",
+        dead_letter_topic: str | None = None,
     ) -> KStream:
-        """A KStream of one or more topics; ``timestamp`` is an expression giving event time (ms)."""
+        """A KStream of one or more topics; ``timestamp`` is an expression giving event time (ms).
+
+        ``deserialization_errors``: what a record its serdes cannot read does — ``"fail"`` stops
+        the query naming it, ``"skip"`` drops it (counted), ``"deadLetter"`` writes its original
+        bytes to ``dead_letter_topic`` with headers saying where it came from and why (counted)."""
+        _check_policy(deserialization_errors, dead_letter_topic)
         node = self._add(
             nodes.Source,
             (),
@@ -107,6 +114,8 @@ class StreamsBuilder:
             key_serde=key_serde,
             value_serde=value_serde,
             timestamp=timestamp,
+            deserialization_errors=None if deserialization_errors == "fail" else deserialization_errors,
+            dead_letter_topic=dead_letter_topic,
         )
         return KStream(self, node)
 
@@ -117,8 +126,12 @@ class StreamsBuilder:
         key_serde: serdes.Serde | None = None,
         value_serde: serdes.Serde | None = None,
         timestamp: str | None = None,
+        deserialization_errors: str = "fail",
+        dead_letter_topic: str | None = None,
     ) -> KTable:
-        """A KTable of a changelog topic: the latest value per key; a null value deletes the key."""
+        """A KTable of a changelog topic: the latest value per key; a null value deletes the key.
+        An unreadable record is never a delete: ``deserialization_errors`` as for :meth:`stream`."""
+        _check_policy(deserialization_errors, dead_letter_topic)
         node = self._add(
             nodes.Source,
             (),
@@ -128,6 +141,8 @@ class StreamsBuilder:
             value_serde=value_serde,
             timestamp=timestamp,
             table=True,
+            deserialization_errors=None if deserialization_errors == "fail" else deserialization_errors,
+            dead_letter_topic=dead_letter_topic,
         )
         return KTable(self, node)
 
@@ -629,3 +644,14 @@ class BranchedKStream:
         split = builder._add(nodes.Split, (self.stream.node,), self.name, branches=spec, default=default)
         names = [n for n, _ in self.branches] + ([default] if default else [])
         return {n: KStream(builder, builder._add(nodes.BranchChild, (split,), None, branch=n)) for n in names}
+
+
+def _check_policy(policy: str, topic: str | None) -> None:
+    if policy not in ("fail", "skip", "deadLetter"):
+        raise errors.TopologyError(f"deserialization_errors must be fail, skip or deadLetter, not {policy!r}")
+    if policy == "deadLetter" and not topic:
+        raise errors.TopologyError("deserialization_errors='deadLetter' needs a dead_letter_topic")
+    if topic and policy != "deadLetter":
+        raise errors.TopologyError(
+            f"dead_letter_topic is only used with deserialization_errors='deadLetter' (not {policy!r})"
+        )

@@ -131,14 +131,24 @@ class Topology:
         return list(dict.fromkeys(t for n in self.nodes if isinstance(n, nd.Source) for t in n.topics))
 
     def sink_topics(self) -> list[str]:
-        return list(dict.fromkeys(n.topic for n in self.nodes if isinstance(n, nd.Sink)))
+        """Topics the app writes: its sinks', then its sources' dead-letter topics."""
+        sinks = [n.topic for n in self.nodes if isinstance(n, nd.Sink)]
+        dead = [n.dead_letter_topic for n in self.nodes if isinstance(n, nd.Source) and n.dead_letter_topic]
+        return list(dict.fromkeys([*sinks, *dead]))
 
     def rename_topics(self, renames: Mapping[str, str]) -> Topology:
         """The same graph on other topics (tests run one manifest against fresh topics)."""
         out: list[nd.Node] = []
         for node in self.nodes:
             if isinstance(node, nd.Source):
-                out.append(dataclasses.replace(node, topics=tuple(renames.get(t, t) for t in node.topics)))
+                dead = node.dead_letter_topic
+                out.append(
+                    dataclasses.replace(
+                        node,
+                        topics=tuple(renames.get(t, t) for t in node.topics),
+                        dead_letter_topic=renames.get(dead, dead) if dead else None,
+                    )
+                )
             elif isinstance(node, nd.Sink):
                 out.append(dataclasses.replace(node, topic=renames.get(node.topic, node.topic)))
             else:

@@ -86,7 +86,13 @@ def logic_params(logic: Logic) -> dict[str, Any]:
 #: Fields that hold an operation's only logic: describe() shows them as ``expr:``/``function:``
 #: and ``params`` spreads them into the top level, as the first compiler expects.
 _SPREAD = frozenset({"predicate", "mapper", "action", "selector"})
-_CAMEL = {"key_serde": "keySerde", "value_serde": "valueSerde", "repartition_name": "name"}
+_CAMEL = {
+    "key_serde": "keySerde",
+    "value_serde": "valueSerde",
+    "repartition_name": "name",
+    "deserialization_errors": "deserializationErrors",
+    "dead_letter_topic": "deadLetterTopic",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -172,9 +178,19 @@ class Source(Node):
     table: bool = False
     #: Records of these topics per micro-batch at most (Spark's maxOffsetsPerTrigger); None: all.
     max_offsets_per_trigger: int | None = None
+    #: A record its serdes cannot read: None or "fail" (the query stops), "skip" or "deadLetter".
+    deserialization_errors: str | None = None
+    #: Where "deadLetter" writes unreadable records (original bytes and headers, plus the error's).
+    dead_letter_topic: str | None = None
 
     def detail(self) -> str:
-        return f"topics: [{', '.join(self.topics)}]" + (", as: table" if self.table else "")
+        policy = (
+            ""
+            if self.deserialization_errors in (None, "fail")
+            else f", on bad records: {self.deserialization_errors}"
+        )
+        target = f" to {self.dead_letter_topic}" if self.dead_letter_topic else ""
+        return f"topics: [{', '.join(self.topics)}]" + (", as: table" if self.table else "") + policy + target
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

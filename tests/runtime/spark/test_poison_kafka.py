@@ -1,0 +1,180 @@
+"""Unreadable records on the real broker under each ``deserializationErrors`` policy.
+
+A poison corpus (a truncated long, a double of the wrong length, invalid JSON, a key that is not
+UTF-8) among good records: ``deadLetter`` writes each bad one, byte for byte with its own headers,
+to the dead-letter topic with KIP-1034's headers saying where it came from and why, and the good
+records come out exactly; ``skip`` drops them, and on a table source a bad record never deletes
+its key; both count what they drop, per source topic. (``fail`` is the default: its message, with
+topic, partition, offset and reason, is tested in test_codecs.)
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
+from streamapp.runtime.app import State
+from streamapp.runtime.kafka import admin
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamapp.runtime.topology import Topology
+
+T0 = 1_700_000_000_000
+
+
+def _long(n: int) -> bytes:
+    return struct.pack(">q", n)
+
+
+def _rec(
+    key: bytes, value: bytes, timestamp: int, headers: tuple[tuple[str, bytes], ...] = ()
+) -> admin.Record:
+    return admin.Record(key, value, headers=headers, timestamp=timestamp, partition=0)
+
+
+def _run(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> StreamApp:
+    app = StreamApp(
+        topology,
+        StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True),
+        spark=spark,
+    )
+    app.start()
+    assert app.await_termination(240)
+    assert app.state is State.NOT_RUNNING, app.error
+    return app
+
+
+def test_dead_letters_keep_the_original_bytes_and_say_where_and_why(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    longs, doubles, jsons = new_topic(2), new_topic(1), new_topic(1)
+    out, dead = new_topic(1), new_topic(1)
+    bad_longs = [
+        _rec(b"a", b"\x00\x01\x02", T0 + 1, (("trace", b"t1"),)),  # a truncated long
+        _rec(b"\xff\xfe", _long(7), T0 + 2, ()),  # a key that is not UTF-8
+    ]
+    good_longs = [_rec(b"b", _long(21), T0 + 3, ()), _rec(b"c", _long(-4), T0 + 4, ())]
+    admin.produce(kafka_bootstrap, longs, [good_longs[0], *bad_longs, good_longs[1]])
+    bad_double = _rec(b"d", b"\x00" * 9, T0 + 5, ())
+    admin.produce(kafka_bootstrap, doubles, [_rec(b"e", struct.pack(">d", 1.5), T0 + 6, ()), bad_double])
+    bad_json = _rec(b"f", b'{"amount": 3', T0 + 7, ())
+    admin.produce(kafka_bootstrap, jsons, [bad_json, _rec(b"g", b'{"amount": 5}', T0 + 8, ())])
+
+    b = StreamsBuilder(default_key_serde=Serdes.String())
+    policy = {"deserialization_errors": "deadLetter", "dead_letter_topic": dead}
+    b.stream(longs, value_serde=Serdes.Long(), **policy).map_values("value * 2").to(
+        out, value_serde=Serdes.Long()
+    )
+    b.stream(doubles, value_serde=Serdes.Double(), **policy).map_values("cast(value * 2 as bigint)").to(
+        out, value_serde=Serdes.Long()
+    )
+    b.stream(jsons, value_serde=Serdes.Json("amount bigint"), **policy).map_values("value.amount * 2").to(
+        out, value_serde=Serdes.Long()
+    )
+    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
+
+    results = admin.consume(kafka_bootstrap, out, expected=4, timeout=60)
+    assert sorted((r.key, int.from_bytes(r.value or b"", "big", signed=True)) for r in results) == [
+        (b"b", 42), (b"c", -8), (b"e", 3), (b"g", 10),
+    ]  # fmt: skip
+    letters = admin.consume(kafka_bootstrap, dead, expected=4, timeout=60)
+    by_key = {r.key: r for r in letters}
+    assert len(letters) == 4 and set(by_key) == {b"a", b"\xff\xfe", b"d", b"f"}
+
+    def errors_of(record: admin.Record) -> dict[str, str]:
+        return {k: bytes(v).decode() for k, v in record.headers if k.startswith("__streams.errors.")}
+
+    expected = [
+        (
+            bad_longs[0],
+            longs,
+            1,
+            "value cannot be read with the long serde: a long is 8 bytes, this value has 3",
+        ),
+        (bad_longs[1], longs, 2, "key cannot be read with the string serde: not valid UTF-8"),
+        (
+            bad_double,
+            doubles,
+            1,
+            "value cannot be read with the double serde: a double is 8 bytes, this value has 9",
+        ),
+        (bad_json, jsons, 0, "value cannot be read with the json serde: not valid JSON"),
+    ]
+    for original, topic, offset, message in expected:
+        letter = by_key[original.key]
+        assert (letter.value, letter.timestamp) == (original.value, original.timestamp)
+        assert [h for h in letter.headers if not h[0].startswith("__streams.errors.")] == list(
+            original.headers
+        )
+        assert errors_of(letter) == {
+            "__streams.errors.exception": "org.apache.kafka.common.errors.SerializationException",
+            "__streams.errors.message": message,
+            "__streams.errors.topic": topic,
+            "__streams.errors.partition": "0",
+            "__streams.errors.offset": str(offset),
+        }, letter
+    assert app.progress.dead_lettered == 4 and app.progress.skipped == 0
+    assert app.progress.dead_lettered_by_topic == {longs: 2, doubles: 1, jsons: 1}
+    assert app.progress.records_written[dead] == 4
+
+
+def test_skipped_records_are_counted_and_never_delete_a_table_key(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    prices, out = new_topic(1), new_topic(1)
+    records = [
+        _rec(b"x", _long(10), T0 + 1, ()),
+        _rec(b"y", _long(20), T0 + 2, ()),
+        _rec(b"x", b"\x00\x00\x00\x0b", T0 + 3, ()),  # 4 bytes: an int, not a long
+        _rec(b"y", b"not a number", T0 + 4, ()),
+        _rec(b"y", _long(22), T0 + 5, ()),
+    ]
+    admin.produce(kafka_bootstrap, prices, records)
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.Long())
+    b.table(prices, deserialization_errors="skip").to_stream().to(out)
+    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
+
+    changelog = admin.consume(kafka_bootstrap, out, idle=2.0, timeout=60)
+    latest = {r.key: r.value for r in changelog}
+    # x keeps 10 (its bad update is skipped, not a delete); y's last good value wins; no tombstone.
+    assert latest == {b"x": _long(10), b"y": _long(22)}, changelog
+    assert all(r.value is not None for r in changelog)
+    assert app.progress.skipped == 2 and app.progress.skipped_by_topic == {prices: 2}
+    assert app.progress.dead_lettered == 0
+
+
+def test_a_dead_letter_policy_without_a_topic_is_refused_by_name() -> None:
+    import pytest
+
+    from streamapp.runtime import errors, manifest
+
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.Long())
+    with pytest.raises(errors.TopologyError, match="needs a dead_letter_topic"):
+        b.stream("a", deserialization_errors="deadLetter")
+    with pytest.raises(errors.TopologyError, match="only used with deserialization_errors='deadLetter'"):
+        b.stream("a", deserialization_errors="skip", dead_letter_topic="dlq")
+    doc = {
+        "apiVersion": "streamapp.io/v1alpha1",
+        "kind": "StreamApp",
+        "metadata": {"name": "x"},
+        "spec": {
+            "topology": {
+                "defaults": {"keySerde": "string", "valueSerde": "long"},
+                "streams": [
+                    {
+                        "from": {"topic": "a", "deserializationErrors": "deadLetter"},
+                        "steps": [{"to": {"topic": "b"}}],
+                    }
+                ],
+            }
+        },
+    }
+    with pytest.raises(errors.StreamAppError) as raised:
+        manifest.build_topology(manifest.load_manifest(json.dumps(doc)))
+    assert "spec.topology.streams[0].from.deadLetterTopic" in str(raised.value)
