@@ -38,12 +38,16 @@ def _rec(
     return admin.Record(key, value, headers=headers, timestamp=timestamp, partition=0)
 
 
-def _run(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> StreamApp:
-    app = StreamApp(
-        topology,
-        StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True),
-        spark=spark,
+def _run(
+    spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path, guarantee: str
+) -> StreamApp:
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        drain=True,
+        processing_guarantee=guarantee,
     )
+    app = StreamApp(topology, config, spark=spark)
     app.start()
     assert app.await_termination(240)
     assert app.state is State.NOT_RUNNING, app.error
@@ -77,7 +81,8 @@ def test_dead_letters_keep_the_original_bytes_and_say_where_and_why(
     b.stream(jsons, value_serde=Serdes.Json("amount bigint"), **policy).map_values("value.amount * 2").to(
         out, value_serde=Serdes.Long()
     )
-    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
+    # Exactly-once: the dead letters are written in the batch's transactions (read read_committed).
+    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint", "exactly_once_v2")
 
     results = admin.consume(kafka_bootstrap, out, expected=4, timeout=60)
     assert sorted((r.key, int.from_bytes(r.value or b"", "big", signed=True)) for r in results) == [
@@ -138,7 +143,7 @@ def test_skipped_records_are_counted_and_never_delete_a_table_key(
     admin.produce(kafka_bootstrap, prices, records)
     b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.Long())
     b.table(prices, deserialization_errors="skip").to_stream().to(out)
-    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
+    app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint", "at_least_once")
 
     changelog = admin.consume(kafka_bootstrap, out, idle=2.0, timeout=60)
     latest = {r.key: r.value for r in changelog}
