@@ -183,3 +183,27 @@ def test_a_dead_letter_policy_without_a_topic_is_refused_by_name() -> None:
     with pytest.raises(errors.StreamAppError) as raised:
         manifest.build_topology(manifest.load_manifest(json.dumps(doc)))
     assert "spec.topology.streams[0].from.deadLetterTopic" in str(raised.value)
+
+
+def test_a_record_too_large_for_the_sink_stops_the_app_naming_the_topic(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """A production error has one policy, fail (EXACTLY_ONCE.md says why): a 2 MB value, above the
+    producer's max.request.size, stops the query with the topic and Kafka's own error."""
+    from streamapp.runtime.cli import apps
+
+    source, out = new_topic(1), new_topic(1)
+    admin.produce(kafka_bootstrap, source, [_rec(b"k", b"ab", T0)])
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    b.stream(source).map_values("repeat(value, 1048576)").to(out)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path / "checkpoint"), drain=True
+    )
+    app = StreamApp(b.build(), config, spark=spark)
+    app.start()
+    assert app.await_termination(240)
+    assert app.state is State.ERROR
+    message = apps.one_line(app.error)
+    assert f"to topic {out}" in message and "RecordTooLargeException" in message, message
+    assert "not transient: the query stops" in message, message
+    assert admin.consume(kafka_bootstrap, out, idle=1.0, timeout=30) == []

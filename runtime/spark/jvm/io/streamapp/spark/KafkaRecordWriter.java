@@ -10,7 +10,6 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
-import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
@@ -216,17 +215,22 @@ public final class KafkaRecordWriter {
     Shared shared = acquire(conf);
     KafkaProducer<byte[], byte[]> producer = shared.producer;
     AtomicReference<Exception> failure = new AtomicReference<>();
+    AtomicReference<String> failedTopic = new AtomicReference<>();
     AtomicLong failed = new AtomicLong();
-    Callback callback =
-        (metadata, error) -> {
-          if (error != null) {
-            failed.incrementAndGet();
-            failure.compareAndSet(null, error);
-          }
-        };
     try {
       while (it.hasNext() && failure.get() == null) {
-        producer.send(columns.record(it.next()), callback);
+        ProducerRecord<byte[], byte[]> record = columns.record(it.next());
+        String topic = record.topic();
+        producer.send(
+            record,
+            (metadata, error) -> {
+              if (error != null) {
+                failed.incrementAndGet();
+                if (failure.compareAndSet(null, error)) {
+                  failedTopic.set(topic);
+                }
+              }
+            });
       }
       producer.flush();
       if (failure.get() == null) {
@@ -240,10 +244,25 @@ public final class KafkaRecordWriter {
       throw new RuntimeException(
           "Kafka sink: "
               + failed.get()
-              + " record(s) failed (first: "
+              + " record(s) failed (first: to topic "
+              + failedTopic.get()
+              + ": "
               + error
-              + "); the micro-batch will be retried",
-          error);
+              + "); "
+              + outcome(error));
     }
+  }
+
+  /**
+   * What happens after a record failed: Kafka's retriable errors (a leader moving, a timeout) are
+   * worth Spark's task retries; any other (a record too large, an invalid or unauthorised topic)
+   * would fail every retry and every restart alike. The Kafka error is in the message, not chained
+   * as a cause, so the one line a user sees names the topic too.
+   */
+  static String outcome(Exception error) {
+    return error instanceof org.apache.kafka.common.errors.RetriableException
+        ? "the micro-batch will be retried"
+        : "not transient: the query stops (a sink production error has one policy, fail: see"
+            + " runtime/spark/EXACTLY_ONCE.md)";
   }
 }

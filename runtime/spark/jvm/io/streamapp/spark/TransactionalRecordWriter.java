@@ -19,8 +19,8 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
@@ -214,18 +214,23 @@ public final class TransactionalRecordWriter {
       long batchId,
       String metadata) {
     AtomicReference<Exception> failure = new AtomicReference<>();
+    AtomicReference<String> failedTopic = new AtomicReference<>();
     AtomicLong failed = new AtomicLong();
-    Callback callback =
-        (meta, error) -> {
-          if (error != null) {
-            failed.incrementAndGet();
-            failure.compareAndSet(null, error);
-          }
-        };
     producer.beginTransaction();
     long written = 0;
     while (it.hasNext() && failure.get() == null) {
-      producer.send(columns.record(it.next()), callback);
+      ProducerRecord<byte[], byte[]> record = columns.record(it.next());
+      String topic = record.topic();
+      producer.send(
+          record,
+          (meta, error) -> {
+            if (error != null) {
+              failed.incrementAndGet();
+              if (failure.compareAndSet(null, error)) {
+                failedTopic.set(topic);
+              }
+            }
+          });
       written++;
     }
     producer.flush();
@@ -235,10 +240,12 @@ public final class TransactionalRecordWriter {
       throw new RuntimeException(
           "Kafka sink (exactly_once_v2): "
               + failed.get()
-              + " record(s) failed (first: "
+              + " record(s) failed (first: to topic "
+              + failedTopic.get()
+              + ": "
               + error
-              + "); the transaction is aborted and the micro-batch will be retried",
-          error);
+              + "); the transaction is aborted; "
+              + KafkaRecordWriter.outcome(error));
     }
     producer.sendOffsetsToTransaction(
         Map.of(marker, new OffsetAndMetadata(batchId + 1, metadata)),
