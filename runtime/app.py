@@ -138,6 +138,10 @@ class Progress:
     #: both per source topic
     skipped_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
     dead_lettered_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: records a key-dependent step (grouping, a table) dropped for a null key, as Kafka Streams
+    #: does (its dropped-records metric): in all and per node
+    dropped: int = 0
+    dropped_by_node: Mapping[str, int] = dataclasses.field(default_factory=dict)
     last_batch_id: int | None = None
     elapsed: float = 0.0  # seconds since start()
     #: counts per topic are not known for the real-time trigger (it reports no observations)
@@ -453,6 +457,8 @@ class StreamApp:
             dead_lettered=old.dead_lettered + sum(counts["dead_lettered"].values()),
             skipped_by_topic=_add(old.skipped_by_topic, counts["skipped"]),
             dead_lettered_by_topic=_add(old.dead_lettered_by_topic, counts["dead_lettered"]),
+            dropped=old.dropped + sum(counts["dropped"].values()),
+            dropped_by_node=_add(old.dropped_by_node, counts["dropped"]),
             late=run.late_total(),
             late_by_node=run.late_by_node(),
             last_batch_id=int(raw["batchId"]),

@@ -284,6 +284,7 @@ def _summary(app: Any) -> str:
         f"summary of {app.application_id!r}: {progress.batches} batch(es) in {progress.elapsed:.1f} s, "
         f"{progress.late} late record(s) dropped, {progress.skipped} skipped"
         + (f", {progress.dead_lettered} dead-lettered" if progress.dead_lettered else "")
+        + (f", {progress.dropped} dropped for a null key" if progress.dropped else "")
     ]
     if not progress.counted:
         lines.append("  records per topic are not counted with the real-time trigger")
@@ -300,6 +301,8 @@ def _summary(app: Any) -> str:
     ):
         for topic, n in counts.items():
             lines.append(f"  {label:<8} {n:>10,} record(s)  {topic} (unreadable: deserializationErrors)")
+    for node, n in progress.dropped_by_node.items():
+        lines.append(f"  {'dropped':<8} {n:>10,} record(s)  at {node} (null key)")
     return "\n".join(lines)
 
 

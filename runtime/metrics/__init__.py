@@ -144,6 +144,11 @@ class AppMetrics:
             "Bad records sent to the dead-letter topic (error policy dead-letter), by input topic.",
             ["topic"],
         )
+        self.dropped = counter(
+            "streamapp_records_dropped",
+            "Records a key-dependent step (grouping, a table) dropped for a null key, by node.",
+            ["node"],
+        )
         self.errors = counter("streamapp_errors", "Errors, by kind (query, progress).", ["kind"])
         self.last_batch = gauge(
             "streamapp_last_batch_timestamp_seconds", "When the last micro-batch started (epoch seconds).", []
@@ -241,9 +246,14 @@ class AppMetrics:
             self.records_in.labels(a, ns, topic).inc(read)
 
     def count(self, family: str, key: str, total: float) -> None:
-        """Account an accumulator's running ``total`` (late per node, skipped/dead-lettered per
-        topic): the counter grows by what is new since the last call."""
-        metric = {"late": self.late, "skipped": self.skipped, "dead_lettered": self.dead_lettered}[family]
+        """Account an accumulator's running ``total`` (late and dropped per node,
+        skipped/dead-lettered per topic): the counter grows by what is new since the last call."""
+        metric = {
+            "late": self.late,
+            "skipped": self.skipped,
+            "dead_lettered": self.dead_lettered,
+            "dropped": self.dropped,
+        }[family]
         grown = self._totals.delta((family, key), total)
         metric.labels(self.app, self.namespace, key).inc(grown)
 

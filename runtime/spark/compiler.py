@@ -173,6 +173,15 @@ class _Compiler:
             self.outputs.append(_dead_letters(bad, node.dead_letter_topic))
         return marked.where(F.col("_error").isNull()).drop("_error")
 
+    def _without_null_keys(self, node: graph.Node, frame: frames.RecordFrame) -> frames.RecordFrame:
+        """``frame`` without its null-key records, which a key-dependent step (grouping, a table)
+        drops as Kafka Streams does; counted per node in an observed metric (Kafka Streams'
+        dropped-records), so that the run summary and ``streamapp_records_dropped_total`` show them."""
+        name = f"streamapp_dropped_{len(self.error_counts)}"
+        self.error_counts[name] = ("dropped", (node.name,))
+        observed = frame.df.observe(name, F.count_if(F.col("key").isNull()).alias("t0"))
+        return frames.RecordFrame(observed.where(F.col("key").isNotNull()))
+
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
 
@@ -205,7 +214,7 @@ class _Compiler:
 
         kind = self.topology.kind(node.parents[0]) if node.parents else graph.STREAM
         if isinstance(node, nd.ToTable):
-            return ops.table(self._parent(node))
+            return ops.table(self._without_null_keys(node, self._parent(node)))
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and kind == graph.TABLE:
             return self._table_step(node)
         if isinstance(node, nd.GroupBy) and kind == graph.TABLE:
@@ -342,7 +351,7 @@ class _Compiler:
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
                 self.raw_tables[node.name] = frame
-                frame = ops.table(frame)
+                frame = ops.table(self._without_null_keys(node, frame))
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):
             parent = self._parent(node)
@@ -373,8 +382,8 @@ class _Compiler:
         elif op == "groupBy":
             parent = self._parent(node)
             grouped = parent.select_key(_logic(p)) if p else parent
-            # Kafka Streams drops records whose grouping key is null.
-            self.frames[node.name] = frames.RecordFrame(grouped.df.where(F.col("key").isNotNull()))
+            # Kafka Streams drops records whose grouping key is null (and counts them).
+            self.frames[node.name] = self._without_null_keys(node, grouped)
         elif op in ("count", "aggregate"):
             self.frames[node.name] = self._aggregate(node)
         elif op in ("split", "toStream", "suppress"):

@@ -127,9 +127,16 @@ def _observe(
 def counted_topics(
     metrics: Mapping[str, Any], observed: Mapping[str, Sequence[str]]
 ) -> dict[str, dict[str, int]]:
-    """``{"read": …, "written": …, "skipped": …, "dead_lettered": …}`` (each ``{topic: n}``) from one
-    progress's ``observedMetrics``; skipped and dead-lettered records are counted per source topic."""
-    counts: dict[str, dict[str, int]] = {"read": {}, "written": {}, "skipped": {}, "dead_lettered": {}}
+    """``{"read": …, "written": …, "skipped": …, "dead_lettered": …, "dropped": …}`` (each
+    ``{topic: n}``) from one progress's ``observedMetrics``; skipped and dead-lettered records are
+    counted per source topic, records dropped for a null key per node (``{node: n}``)."""
+    counts: dict[str, dict[str, int]] = {
+        "read": {},
+        "written": {},
+        "skipped": {},
+        "dead_lettered": {},
+        "dropped": {},
+    }
     for name, topics in observed.items():
         row = metrics.get(name)
         if not row:
@@ -140,6 +147,8 @@ def counted_topics(
             side = counts["skipped"]
         elif name.startswith("streamapp_dead_lettered_"):
             side = counts["dead_lettered"]
+        elif name.startswith("streamapp_dropped_"):
+            side = counts["dropped"]
         else:
             side = counts["read"]
         for i, topic in enumerate(topics):

@@ -157,6 +157,7 @@ def test_chart_ships_the_dashboard_as_an_optional_config_map() -> None:
         "late_records",
         "records_skipped",
         "records_dead_lettered",
+        "records_dropped",
         "errors",
     ):
         assert any(f"streamapp_{name}" in e for e in exprs), name

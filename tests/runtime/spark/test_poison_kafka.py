@@ -207,3 +207,53 @@ def test_a_record_too_large_for_the_sink_stops_the_app_naming_the_topic(
     assert f"to topic {out}" in message and "RecordTooLargeException" in message, message
     assert "not transient: the query stops" in message, message
     assert admin.consume(kafka_bootstrap, out, idle=1.0, timeout=30) == []
+
+
+def test_null_keys_into_key_dependent_steps_are_dropped_and_counted_per_step(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """A null key cannot be grouped or be a table's key: Kafka Streams drops such a record and
+    counts it (dropped-records); so does StreamApp, per step, under any deserializationErrors
+    policy (a null key is readable: it is not a bad record), and the app keeps running."""
+    from streamapp.runtime.cli import apps
+    from streamapp.runtime.topology import nodes as nd
+
+    clicks, prices, counts, latest, dead = (new_topic(1) for _ in range(5))
+    admin.produce(
+        kafka_bootstrap,
+        clicks,
+        [
+            _rec(b"a", b"1", T0 + 1),
+            admin.Record(None, b"2", timestamp=T0 + 2, partition=0),
+            _rec(b"a", b"3", T0 + 3),
+            _rec(b"\xff\xfe", b"bad", T0 + 3),  # a key that is not UTF-8: dead-lettered, not dropped
+            admin.Record(None, b"4", timestamp=T0 + 4, partition=0),
+            _rec(b"b", b"5", T0 + 5),
+        ],
+    )
+    admin.produce(
+        kafka_bootstrap,
+        prices,
+        [_rec(b"x", _long(10), T0 + 1), admin.Record(None, _long(11), timestamp=T0 + 2, partition=0)],
+    )
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.Long())
+    b.stream(
+        clicks, value_serde=Serdes.String(), deserialization_errors="deadLetter", dead_letter_topic=dead
+    ).group_by_key().count().to_stream().to(counts)
+    b.table(prices, deserialization_errors="skip").to_stream().to(latest)
+    topology = b.build()
+    app = _run(spark, kafka_bootstrap, topology, tmp_path / "checkpoint", "at_least_once")
+
+    final = {
+        r.key: int.from_bytes(r.value or b"", "big")
+        for r in admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=60)
+    }
+    assert final == {b"a": 2, b"b": 1}
+    assert [r.key for r in admin.consume(kafka_bootstrap, latest, idle=2.0, timeout=60)] == [b"x"]
+    grouping = [n.name for n in topology.nodes if n.op == "groupBy"]
+    table = next(n.name for n in topology.nodes if isinstance(n, nd.Source) and prices in n.topics)
+    assert app.progress.dropped_by_node == {grouping[0]: 2, table: 1}, app.progress
+    assert app.progress.dropped == 3 and app.progress.dead_lettered == 1 and app.progress.skipped == 0
+    summary = apps._summary(app)
+    assert f"dropped           2 record(s)  at {grouping[0]} (null key)" in summary, summary
+    assert "3 dropped for a null key" in summary, summary
