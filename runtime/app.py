@@ -81,6 +81,8 @@ class StreamsConfig:
     - ``processing_guarantee``: ``at_least_once`` or ``exactly_once_v2`` (default
       ``spec.processingGuarantee``, else ``at_least_once``): with ``exactly_once_v2`` each micro-batch
       is written in Kafka transactions, once, however often it is replayed (read it ``read_committed``).
+    - ``commit_interval_ms``: start a micro-batch at most this often (Kafka Streams'
+      ``commit.interval.ms``; default ``spec.commitIntervalMs``, else back to back).
     - ``credentials``: how to connect (default: the material ``spec.kafka.tls``/``sasl`` names,
       from the ``STREAMAPP_KAFKA_*`` variables).
     - ``progress_group``: the consumer group progress is committed to (default
@@ -101,6 +103,7 @@ class StreamsConfig:
     drain: bool = False
     stop_when_idle: float | None = None
     processing_guarantee: str | None = None
+    commit_interval_ms: int | None = None
     credentials: security.Credentials | None = None
     progress_group: str | None = None
 
@@ -111,7 +114,7 @@ class StreamsConfig:
             )
         if self.starting_offsets is not None and self.starting_timestamp is not None:
             raise errors.StreamAppError("give starting_offsets or starting_timestamp, not both")
-        for name in ("state_partitions", "max_offsets_per_trigger"):
+        for name in ("state_partitions", "max_offsets_per_trigger", "commit_interval_ms"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise errors.StreamAppError(f"{name} must be at least 1, not {value}")
@@ -200,6 +203,21 @@ class StreamApp:
         self.processing_guarantee: str = self.config.processing_guarantee or (
             spec.processing_guarantee if spec is not None else "at_least_once"
         )
+        #: micro-batches start at most this often (Kafka Streams' commit.interval.ms); None: back to back
+        self.commit_interval_ms: int | None = self.config.commit_interval_ms or (
+            spec.commit_interval_ms if spec is not None else None
+        )
+        if self.commit_interval_ms is not None and self.config.drain:
+            raise errors.StreamAppError(
+                f"commit interval {self.commit_interval_ms} ms: a drain run (Spark's available-now "
+                "trigger) runs its batches back to back and cannot space them out; leave out one of "
+                "the two (spec.commitIntervalMs / commit_interval_ms, or drain)"
+            )
+        if self.commit_interval_ms is not None and self.topology.trigger()[0] == "real-time":
+            raise errors.StreamAppError(
+                f"commit interval {self.commit_interval_ms} ms cannot be combined with latency: low: "
+                "the real-time trigger runs no micro-batches to space out"
+            )
         #: how :meth:`stop` ended the query (between batches, or a batch interrupted), once stopped
         self.stop_report: Any = None
         self._state = State.CREATED
@@ -327,6 +345,7 @@ class StreamApp:
             starting=starting,
             max_offsets_per_trigger=self.config.max_offsets_per_trigger,
             trigger="available-now" if self.config.drain else None,
+            commit_interval_ms=self.commit_interval_ms,
             credentials=credentials,
             processing_guarantee=self.processing_guarantee,
             namespace=self.config.namespace or (self.manifest.metadata.namespace if self.manifest else None),

@@ -131,16 +131,25 @@ def _parse(text: str) -> tuple[models.StreamApp | None, list[errors.Problem]]:
 
 def _spec_problems(app: models.StreamApp) -> list[errors.Problem]:
     """What the schema allows but this version cannot do: refused by name, never run as something else."""
+    problems = []
+    if app.spec.commit_interval_ms is not None and app.spec.topology.latency == "low":
+        problems.append(
+            errors.Problem(
+                "spec.commitIntervalMs",
+                "cannot be combined with topology.latency: low: the real-time trigger runs no "
+                "micro-batches to space out; drop one of the two",
+            )
+        )
     if app.spec.processing_guarantee == "exactly_once_v2" and app.spec.topology.latency == "low":
-        return [
+        problems.append(
             errors.Problem(
                 "spec.processingGuarantee",
                 "exactly_once_v2 cannot be combined with topology.latency: low: the real-time trigger "
                 "writes only through Spark's own Kafka sink, which is not transactional (a replay after "
                 "a failure writes again); use latency: default for exactly-once, or at_least_once",
             )
-        ]
-    return []
+        )
+    return problems
 
 
 def validate_manifest(source: str | pathlib.Path) -> list[errors.Problem]:

@@ -467,6 +467,14 @@ class StreamAppSpec(_Model):
         "in a Kafka transaction with a marker, a replay writes nothing already committed; readers use "
         "isolation.level=read_committed. Not with latency: low.",
     )
+    commit_interval_ms: int | None = pydantic.Field(
+        default=None,
+        ge=1,
+        description="Kafka Streams' commit.interval.ms: a micro-batch (and with exactly_once_v2 its "
+        "transactions) starts at most this often, in milliseconds; default: back to back, as soon as "
+        "the previous one ends. Longer intervals make fewer, larger batches (less fixed cost per "
+        "record, more latency). Not with latency: low, which has no micro-batches.",
+    )
     checkpoint_location: str | None = pydantic.Field(
         default=None, description="Checkpoint folder or Hadoop-compatible URI (s3a://, hdfs://, file:)."
     )

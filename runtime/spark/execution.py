@@ -177,6 +177,7 @@ def start(
     starting: Mapping[str, str] | None = None,
     max_offsets_per_trigger: int | None = None,
     trigger: str | None = None,
+    commit_interval_ms: int | None = None,
     credentials: security.Credentials = security.PLAINTEXT,
     processing_guarantee: str = "at_least_once",
     namespace: str | None = None,
@@ -189,6 +190,8 @@ def start(
     ``starting`` holds the Kafka source's start options (``startingOffsets`` or
     ``startingTimestamp``); Spark applies them only when the checkpoint is new. ``trigger``
     overrides the topology's (``available-now``: drain the input there is, then stop).
+    ``commit_interval_ms`` spaces the micro-batches of the micro-batch trigger (Spark's
+    processing-time interval); None runs them back to back.
     """
     owns = spark is None and SparkContext._active_spark_context is None
     if spark is None:
@@ -243,6 +246,10 @@ def start(
         if counting:
             observed.update({name: list(topics) for name, (_kind, topics) in compiled.error_counts.items()})
         chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
+        if commit_interval_ms is not None:
+            if chosen.kind != "micro-batch":
+                raise ValueError(f"a commit interval needs the micro-batch trigger, not {chosen.kind}")
+            chosen = dataclasses.replace(chosen, interval=f"{commit_interval_ms} milliseconds")
         instrumented = query_metrics.attach(
             spark, compiled, topology=topology, name=name, namespace=namespace, checkpoint=checkpoint
         )

@@ -5,6 +5,7 @@ gives duplicates with at_least_once and none with exactly_once_v2 (stateless and
 from __future__ import annotations
 
 import collections
+import itertools
 import pathlib
 import uuid
 from collections.abc import Callable
@@ -187,3 +188,52 @@ def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(
         # Batch 1 holds up to maxOffsetsPerTrigger (1000) records; Spark splits that limit over the
         # two partitions in proportion to what each holds and rounds down (999 was seen).
         assert 990 <= duplicated <= 1000 and repeated_updates > 0, (duplicated, repeated_updates)
+
+
+def test_a_commit_interval_spaces_the_micro_batches_and_their_transactions(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """commit_interval_ms (spec.commitIntervalMs, Kafka Streams' commit.interval.ms): under a
+    steady trickle of input, batches (each one transaction per task) start 1.5 s apart, not back
+    to back, and everything still arrives once."""
+    import datetime
+    import threading
+    import time
+
+    from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
+
+    source, out = new_topic(1), new_topic(1)
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    b.stream(source).map_values("upper(value)").to(out)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        processing_guarantee="exactly_once_v2",
+        commit_interval_ms=1500,
+    )
+    app = StreamApp(b.build(), config, spark=spark)
+    starts: list[float] = []
+    app.on_progress(
+        lambda _p, raw: (
+            starts.append(datetime.datetime.fromisoformat(raw["timestamp"]).timestamp())
+            if raw.get("numInputRows")
+            else None
+        )
+    )
+    app.start()
+    sent: list[str] = []
+
+    def trickle() -> None:
+        for i in range(40):  # 8 s of input, a record every 200 ms
+            admin.produce(kafka_bootstrap, source, [admin.Record(None, f"r{i}".encode())])
+            sent.append(f"R{i}")
+            time.sleep(0.2)
+
+    feeder = threading.Thread(target=trickle)
+    feeder.start()
+    feeder.join()
+    got = admin.consume(kafka_bootstrap, out, expected=len(sent), timeout=60)
+    app.stop()
+    assert sorted(bytes(r.value or b"").decode() for r in got) == sorted(sent)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(starts) >= 3 and min(gaps) >= 1.4, (starts, gaps)
