@@ -17,6 +17,7 @@ __all__ = ["draw", "subtitle"]
 _VARIANTS = (  # (key, label, colour)
     ("streamapp", "StreamApp", "#1f6feb"),
     ("streamapp-rt", "StreamApp, latency: low", "#8ab4f8"),
+    ("streamapp-eos", "StreamApp, exactly_once_v2", "#a142f4"),
     ("pyspark", "PySpark job", "#e8710a"),
     ("kstreams", "Kafka Streams", "#188038"),
 )

@@ -45,7 +45,7 @@ from tests.bench import procs, profiling, report, workload
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KSTREAMS = HERE / "kstreams"
-VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp-rt": "d"}
+VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp-rt": "d", "streamapp-eos": "e"}
 TOPOLOGIES = ("stateless", "wordcount")
 #: (d) is the stateless manifest with `latency: low` (Spark's real-time trigger); word count is
 #: stateful, where that trigger does not apply.
@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--variants",
         default="streamapp,pyspark,kstreams,streamapp-rt",
-        help="comma list (or a,b,c,d; d = StreamApp with latency: low, stateless only)",
+        help="comma list (or a,b,c,d,e; d = StreamApp with latency: low, stateless only; e = StreamApp "
+        "with processingGuarantee: exactly_once_v2)",
     )
     p.add_argument("--topologies", default="stateless,wordcount", help="comma list")
     p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
@@ -71,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="lines drained (unmeasured) before the measured drain, so that it runs JIT-compiled code "
         "(default 0)",
+    )
+    p.add_argument(
+        "--commit-interval-ms",
+        type=int,
+        default=None,
+        help="spec.commitIntervalMs of (a) and (e) (default: none, batches back to back); the "
+        "exactly-once cost target is stated at 1000",
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions of input/output topics")
     p.add_argument(
@@ -115,7 +123,7 @@ def _command(
 ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     source, sink = topics
     progress = str(workdir / "progress.jsonl")
-    if variant in ("streamapp", "streamapp-rt"):
+    if variant in ("streamapp", "streamapp-rt", "streamapp-eos"):
         template = string.Template((HERE / "manifests" / f"{topology}.yaml").read_text())
         manifest = workdir / "app.yaml"
         text = template.substitute(
@@ -124,6 +132,13 @@ def _command(
         if variant == "streamapp-rt":
             text = text.replace("\n  topology:\n", "\n  topology:\n    latency: low\n", 1)
             assert "latency: low" in text
+        spec = []
+        if variant == "streamapp-eos":
+            spec.append("  processingGuarantee: exactly_once_v2\n")
+        if args.commit_interval_ms and variant != "streamapp-rt":
+            spec.append(f"  commitIntervalMs: {args.commit_interval_ms}\n")
+        if spec:
+            text = text.replace("\nspec:\n", "\nspec:\n" + "".join(spec), 1)
         conf = _spark_conf(args)
         if conf:
             lines = "".join(f"    {json.dumps(k)}: {json.dumps(v)}\n" for k, v in conf.items())
