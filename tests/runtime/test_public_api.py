@@ -43,3 +43,24 @@ def test_importing_the_runtime_and_making_an_app_never_imports_pyspark() -> None
         "assert 'streamapp.runtime.spark' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_commit_interval_is_refused_where_no_batches_are_spaced() -> None:
+    """commit_interval_ms needs micro-batches: a drain run and latency: low are refused by name,
+    and so is an interval below 1 ms; nothing starts (no pyspark needed)."""
+    import pytest
+
+    from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig, errors
+
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    b.stream("in").to("out")
+    with pytest.raises(errors.StreamAppError, match="commit_interval_ms must be at least 1, not 0"):
+        StreamsConfig(commit_interval_ms=0)
+    with pytest.raises(errors.StreamAppError, match=r"a drain run .* cannot space them out"):
+        StreamApp(b.build(), StreamsConfig(commit_interval_ms=500, drain=True))
+    low = StreamsBuilder(
+        default_key_serde=Serdes.String(), default_value_serde=Serdes.String(), latency="low"
+    )
+    low.stream("in").to("out")
+    with pytest.raises(errors.StreamAppError, match="cannot be combined with latency: low"):
+        StreamApp(low.build(), StreamsConfig(commit_interval_ms=500))
