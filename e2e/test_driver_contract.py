@@ -69,6 +69,7 @@ def _environment(kube: cluster.Cluster, pod: dict[str, Any], mounts: dict[str, s
     fields = {
         "metadata.name": pod["metadata"]["name"],
         "metadata.namespace": pod["metadata"]["namespace"],
+        "metadata.uid": pod["metadata"]["uid"],
         "status.podIP": "127.0.0.1",
     }
     env: dict[str, str] = {}
@@ -84,6 +85,22 @@ def _environment(kube: cluster.Cluster, pod: dict[str, Any], mounts: dict[str, s
         else:
             raise AssertionError(f"env {var['name']}: a source this test does not resolve: {var}")
     return env
+
+
+def _service_account(kube: cluster.Cluster, pod: dict[str, Any], folder: pathlib.Path) -> dict[str, str]:
+    """What a Pod gets from its ServiceAccount — a token, the cluster's CA, the namespace — laid out
+    as its mount, and the in-cluster address: the driver holds its Lease (the fence) with them,
+    signed in as the account the operator made (so its Role is tested too)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    account, namespace = pod["spec"]["serviceAccountName"], pod["metadata"]["namespace"]
+    (folder / "token").write_text(kube.kubectl("create", "token", account, "-n", namespace).strip())
+    (folder / "ca.crt").write_bytes((kube.pki / "ca.crt").read_bytes())
+    (folder / "namespace").write_text(namespace)
+    return {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": kube.server.rsplit(":", 1)[1],
+        "STREAMAPP_SERVICEACCOUNT_DIR": str(folder),
+    }
 
 
 def _counts(bootstrap: str, topic: str) -> dict[str, int]:
@@ -110,6 +127,7 @@ def test_the_rendered_driver_pod_runs_and_the_operator_reports_its_progress(
 
     mounts = _materialize(kube, pod, tmp_path / "container")
     env = {**os.environ, **_environment(kube, pod, mounts), "STREAMAPP_SPARK_MASTER": "local[2]"}
+    env.update(_service_account(kube, pod, tmp_path / "serviceaccount"))
     env["PYTHONSAFEPATH"] = "1"
     container = pod["spec"]["containers"][0]
     argv = [_localize(arg, mounts) for arg in [*container["command"], *(container.get("args") or [])]]
@@ -191,6 +209,7 @@ def test_the_rendered_driver_starts_its_executors_on_kubernetes(
         conf.write(f"spark.kubernetes.authenticate.oauthTokenFile {token}\n")
         conf.write(f"spark.kubernetes.authenticate.caCertFile {kube.pki / 'ca.crt'}\n")
     env = {**os.environ, **_environment(kube, pod, mounts), "PYTHONSAFEPATH": "1"}
+    env.update(_service_account(kube, pod, tmp_path / "serviceaccount"))
     assert env["STREAMAPP_SPARK_MASTER"] == "k8s://https://kubernetes.default.svc"
     env["STREAMAPP_SPARK_MASTER"] = f"k8s://{kube.server}"  # the same API server, from outside
     container = pod["spec"]["containers"][0]

@@ -152,12 +152,18 @@ def test_the_rendered_driver_runs_inside_the_runtime_image(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(config_map["data"][item["key"]])
     container_spec = pod["spec"]["containers"][0]
-    fields = {"metadata.name": "imaged-driver", "metadata.namespace": "apps", "status.podIP": "127.0.0.1"}
+    fields = {
+        "metadata.name": "imaged-driver",
+        "metadata.namespace": "apps",
+        "metadata.uid": "u",
+        "status.podIP": "127.0.0.1",
+    }
     env = {
         var["name"]: var["value"] if "value" in var else fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
         for var in container_spec["env"]
     }
     env["STREAMAPP_SPARK_MASTER"] = "local[2]"  # the one override: no cluster to start executors in
+    del env["STREAMAPP_LEASE"]  # nor an API server to hold the fence on (e2e/test_fence.py does)
     env["STREAMAPP_DRIVER_MEMORY"] = "1g"
     admin.produce(kafka_bootstrap, source, [admin.Record(None, line.encode()) for line in LINES])
     expected = collections.Counter(w for line in LINES for w in re.split(r"\W+", line.lower()) if w)

@@ -22,7 +22,7 @@ import operator_proc
 import prometheus
 import pytest
 from operator_proc import APPS_NAMESPACE, deploy, manifest
-from test_driver_contract import _environment, _localize, _materialize, _tail
+from test_driver_contract import _environment, _localize, _materialize, _service_account, _tail
 
 from streamapp.runtime.kafka import admin
 
@@ -66,6 +66,7 @@ def test_prometheus_scrapes_a_driver_and_the_operator_and_the_dashboard_has_data
     declared = {p["name"]: p["containerPort"] for p in container["ports"]}
     mounts = _materialize(kube, pod, tmp_path / "container")
     env = {**os.environ, **_environment(kube, pod, mounts), "STREAMAPP_SPARK_MASTER": "local[2]"}
+    env.update(_service_account(kube, pod, tmp_path / "serviceaccount"))
     assert env["STREAMAPP_METRICS_PORT"] == str(declared["metrics"]), (
         declared,
         env["STREAMAPP_METRICS_PORT"],

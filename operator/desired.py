@@ -42,6 +42,7 @@ __all__ = [
     "Options",
     "checkpoint",
     "driver_pod_name",
+    "lease_name",
     "progress_group",
     "render",
 ]
@@ -98,6 +99,11 @@ class Desired:
 
 
 def driver_pod_name(app: str) -> str:
+    return f"{app}-driver"
+
+
+def lease_name(app: str) -> str:
+    """The Lease the app's driver holds while it runs the query (streamapp.runtime.lease)."""
     return f"{app}-driver"
 
 
@@ -165,7 +171,14 @@ def _service_account(ref: AppRef) -> list[dict[str, Any]]:
                     "apiGroups": [""],
                     "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
                     "verbs": verbs,
-                }
+                },
+                # The fence (streamapp.runtime.lease): the driver creates, renews and releases
+                # its app's Lease.
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["create", "get", "update"],
+                },
             ],
         },
         {
@@ -176,6 +189,16 @@ def _service_account(ref: AppRef) -> list[dict[str, Any]]:
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
         },
     ]
+
+
+def _lease(ref: AppRef) -> dict[str, Any]:
+    """The driver's fence (streamapp.runtime.lease), owned by the app: its spec (holder, renewals)
+    is the drivers' alone — applying the metadata never touches it."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": _metadata(ref, lease_name(ref.name), "fence"),
+    }
 
 
 def _service(ref: AppRef) -> dict[str, Any]:
@@ -238,6 +261,8 @@ def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, A
         {"name": "STREAMAPP_DRIVER_POD_NAME", **field("metadata.name")},
         {"name": "STREAMAPP_NAMESPACE", **field("metadata.namespace")},
         {"name": "STREAMAPP_DRIVER_POD_IP", **field("status.podIP")},
+        {"name": "STREAMAPP_DRIVER_POD_UID", **field("metadata.uid")},
+        {"name": "STREAMAPP_LEASE", "value": lease_name(ref.name)},
     ]
     env += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
@@ -359,7 +384,7 @@ def render(
     driver["metadata"]["labels"][REVISION_LABEL] = revision
     if credentials is not None:
         driver["metadata"]["annotations"] = {CREDENTIALS_ANNOTATION: credentials}
-    support = [*(_service_account(ref) if own_account else []), config_map, _service(ref)]
+    support = [*(_service_account(ref) if own_account else []), config_map, _service(ref), _lease(ref)]
     return Desired(
         revision=revision,
         executors=executors,

@@ -12,6 +12,7 @@ never write one checkpoint. An invalid spec touches nothing that runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -359,6 +360,8 @@ def _reconcile(
             events.append(Event("Normal", "DriverReplaced", f"replacing driver Pod {pod_name}: {why}"))
             error = errors.DriverStopping(f"waiting for driver Pod {pod_name} to stop", delay=5)
         ended = seen if seen.phase in ("Failed", "Succeeded") else None
+        if ended is not None:
+            _release_lease(cluster, ref, cluster.get("v1", "Pod", ref.namespace, pod_name))
         cluster.delete("v1", "Pod", ref.namespace, pod_name, grace_seconds=desired.GRACE_SECONDS)
         seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
         # The API server removes an ended Pod at once: report how it ended, not that it is missing.
@@ -389,6 +392,34 @@ def _reconcile(
     return Outcome(new, events, error)
 
 
+def _release_lease(cluster: cluster_.Cluster, ref: desired.AppRef, pod: Mapping[str, Any] | None) -> None:
+    """Hand back the fence of a driver whose process has ended (its Pod Failed or Succeeded), so
+    that the next driver starts at once instead of waiting for the Lease to expire. Only for a Pod
+    the kubelet reported ended: a Pod deleted from a lost node may still run, and its Lease is left
+    to expire. Conditional on the Lease's resourceVersion: a driver that took it meanwhile keeps it."""
+    if pod is None or (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded"):
+        return
+    meta = pod.get("metadata") or {}
+    name = desired.lease_name(ref.name)
+    lease = cluster.get("coordination.k8s.io/v1", "Lease", ref.namespace, name)
+    holder = ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+    if lease is None or holder != f"{meta.get('name')}/{meta.get('uid')}":
+        return
+    with contextlib.suppress(errors.ClusterError):  # changed meanwhile, or unreachable: it expires
+        cluster.apply(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": name,
+                    "namespace": ref.namespace,
+                    "resourceVersion": lease["metadata"]["resourceVersion"],
+                },
+                "spec": {"holderIdentity": ""},
+            }
+        )
+
+
 def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
     """Delete what the app owns, driver first (gracefully); True once the driver Pod is gone.
 
@@ -403,6 +434,7 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
         ("rbac.authorization.k8s.io/v1", "RoleBinding", name),
         ("rbac.authorization.k8s.io/v1", "Role", name),
         ("v1", "ServiceAccount", name),
+        ("coordination.k8s.io/v1", "Lease", desired.lease_name(ref.name)),
     ):
         found = cluster.get(api_version, kind, ref.namespace, obj)
         owners = ((found or {}).get("metadata") or {}).get("ownerReferences") or []

@@ -282,14 +282,17 @@ class StreamApp:
 
     # -- life cycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start Spark and the query, and return (the query runs until :meth:`stop`)."""
+    def start(self, before_query: Callable[[], None] | None = None) -> None:
+        """Start Spark and the query, and return (the query runs until :meth:`stop`).
+
+        ``before_query`` is called once Spark is up and the plan compiled, just before the query
+        starts: a driver in standby waits there for its fence (see :mod:`.lease`)."""
         with self._lock:
             if self._state is not State.CREATED:
                 raise errors.StreamAppError(f"{self.application_id}: start() in state {self._state.name}")
             self._state = State.STARTING
         try:
-            self._start()
+            self._start(before_query)
         except BaseException:
             if self._execution is not None and self._monitor is None:  # failed after the query started
                 with contextlib.suppress(Exception):
@@ -300,7 +303,7 @@ class StreamApp:
             self._terminated.set()
             raise
 
-    def _start(self) -> None:
+    def _start(self, before_query: Callable[[], None] | None = None) -> None:
         from streamapp.runtime.kafka import admin, security  # noqa: PLC0415
         from streamapp.runtime.spark import execution  # noqa: PLC0415 - pyspark: only when an app starts
 
@@ -351,6 +354,7 @@ class StreamApp:
             namespace=self.config.namespace or (self.manifest.metadata.namespace if self.manifest else None),
             input_partitions=inputs,
             listeners=self._listeners,
+            before_query=before_query,
         )
         self._progress = Progress(counted=bool(self._execution.observed) or not self.topology.source_topics())
         reporter = self._reporter(credentials)

@@ -156,10 +156,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             embedded.stop()
 
 
-def _execute(app: Any) -> int:
+def _execute(app: Any, lease: Any = None) -> int:
     """Start ``app``, report late records as they happen, stop on SIGTERM/SIGINT, print a summary.
 
-    Returns 0 when the app stopped (a signal, ``--until-idle``), 1 when its query failed.
+    With a ``lease`` (:class:`streamapp.runtime.lease.Lease`, in a cluster) the query starts only
+    once this driver holds it, every batch checks it before writing, losing it stops the app with
+    an error, and a clean stop releases it. Returns 0 when the app stopped (a signal,
+    ``--until-idle``), 1 when its query failed.
     """
     from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
 
@@ -176,8 +179,37 @@ def _execute(app: Any) -> int:
         stop = True
 
     previous = signal.signal(signal.SIGTERM, on_signal)
+    lost: list[str] = []
+
+    def on_lost(reason: str) -> None:
+        nonlocal stop
+        lost.append(reason)
+        stop = True
+
+    def fence() -> None:
+        """Standby: Spark is up and the plan compiled; the query starts once the Lease is ours."""
+        from streamapp.runtime.spark import stopping  # noqa: PLC0415
+
+        print(
+            f"{name}: standby after {time.monotonic() - began:.1f} s (Spark up, plan compiled); acquiring "
+            f"Lease {lease.namespace}/{lease.name} as {lease.identity} …",
+            flush=True,
+        )
+        waited = lease.acquire(poll=0.2, cancelled=lambda: stop)
+        print(f"{name}: holding Lease {lease.namespace}/{lease.name} (waited {waited:.1f} s)", flush=True)
+        stopping.set_fence(lease.check)
+        lease.start_renewing(on_lost)
+
     try:
-        app.start()
+        try:
+            app.start(fence if lease is not None else None)
+        except Exception as exc:
+            from streamapp.runtime import lease as lease_  # noqa: PLC0415
+
+            if not isinstance(exc, lease_.Cancelled):
+                raise
+            print(f"{name}: {exc}; the query never started", flush=True)
+            return 0
         partitions = app.state_partitions
         plural = "" if partitions == 1 else "s"
         state = "" if partitions is None else f", {partitions} state partition{plural}"
@@ -197,6 +229,9 @@ def _execute(app: Any) -> int:
         app.stop()  # at a micro-batch boundary; a second Ctrl-C interrupts the batch
     finally:
         signal.signal(signal.SIGTERM, previous)
+        # The query has stopped: the next driver may start at once.
+        if lease is not None and not lost and lease.release():
+            print(f"{name}: released Lease {lease.namespace}/{lease.name}", flush=True)
     if app.stop_report is not None:
         report = app.stop_report
         print(
@@ -204,6 +239,8 @@ def _execute(app: Any) -> int:
             flush=True,
         )
     print(_summary(app), flush=True)
+    if lost:
+        raise errors.StreamAppError(f"{name}: stopped: {lost[0]}")
     if app.state is streamapp_app.State.ERROR:
         raise QueryFailed(name, app.error)
     return 0
@@ -340,7 +377,9 @@ def cmd_driver(args: argparse.Namespace) -> int:
         progress_group=os.environ.get("STREAMAPP_PROGRESS_GROUP") or None,
         namespace=os.environ.get("STREAMAPP_NAMESPACE") or None,
     )
-    return _execute(streamapp_app.StreamApp(loaded, config))
+    from streamapp.runtime import lease  # noqa: PLC0415
+
+    return _execute(streamapp_app.StreamApp(loaded, config), lease.from_env(os.environ))
 
 
 def starting_position(env: Mapping[str, str]) -> dict[str, str]:

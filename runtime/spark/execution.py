@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark import SparkContext
@@ -184,6 +184,7 @@ def start(
     input_partitions: Mapping[str, int] | None = None,
     listeners: Sequence[Any] = (),
     count: bool = True,
+    before_query: Callable[[], None] | None = None,
 ) -> Execution:
     """Build (or reuse) the session, fix the state partitions, compile and start the query.
 
@@ -266,6 +267,8 @@ def start(
             )
         for listener in listeners:
             spark.streams.addListener(listener)
+        if before_query is not None:
+            before_query()  # standby: Spark up, plan compiled; the query starts when this returns
         query = runner.start_kafka(
             plan,
             exactly_once=exactly_once,

@@ -46,6 +46,7 @@ __all__ = [
     "StopReport",
     "StoppedAtBoundary",
     "graceful_stop",
+    "set_fence",
     "stopped_at_boundary",
 ]
 
@@ -60,6 +61,15 @@ _POLL_S = 0.05
 #: The gate of each running query, by query id (one process may run several queries: tests).
 _GATES: dict[str, Gate] = {}
 _GATES_LOCK = threading.Lock()
+#: Called with the batch id before every micro-batch writes (the driver's Lease check); raises to
+#: refuse the write. None: no fence (local runs).
+_FENCE: Callable[[int], None] | None = None
+
+
+def set_fence(check: Callable[[int], None] | None) -> None:
+    """Install the process-wide check every gate runs before a batch writes (see :mod:`..lease`)."""
+    global _FENCE  # noqa: PLW0603 - one fence per driver process
+    _FENCE = check
 
 
 class StoppedAtBoundary(RuntimeError):
@@ -107,6 +117,8 @@ class Gate:
                 )
             self.writing = batch_id
         try:
+            if _FENCE is not None:
+                _FENCE(batch_id)
             self.sink(batch, batch_id)
         finally:
             with self._cond:

@@ -54,7 +54,12 @@ class FakeCluster:
     def apply(self, obj: Mapping[str, Any]) -> None:
         key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
         self.calls.append(("apply", key[0], key[2]))
-        self.objects[key] = copy.deepcopy(dict(obj))
+        # As server-side apply: the fields applied are set, the others (a Lease's spec the
+        # drivers write) are kept.
+        old = self.objects.get(key, {})
+        new = {**old, **copy.deepcopy(dict(obj))}
+        new["metadata"] = {**(old.get("metadata") or {}), **new["metadata"]}
+        self.objects[key] = new
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.objects.get((kind, namespace, name)))

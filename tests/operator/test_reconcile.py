@@ -48,7 +48,7 @@ def _driver_revision(cluster: Any) -> str:
 def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) -> None:
     first = run(spec)
     assert [kind for _, kind, _ in fake_cluster.calls] == [
-        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Pod",
+        "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Lease", "Pod",
     ]  # fmt: skip
     assert first.error is None
     assert first.status["phase"] == "Pending"
@@ -65,7 +65,7 @@ def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) 
     assert (
         second.status["currentRevision"] == second.status["targetRevision"] == _driver_revision(fake_cluster)
     )
-    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 5  # idempotent; the Pod is left alone
+    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 6  # idempotent; the Pod is left alone
     assert second.events == []
 
 
@@ -151,6 +151,38 @@ def test_a_failed_driver_is_replaced(run: Any, spec: dict[str, Any], fake_cluste
     recovered = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
     assert _condition(recovered, "Degraded") == ("False", "DriverRunning")
     assert _condition(recovered, "Ready") == ("True", "DriverRunning")
+
+
+def _hold_lease(fake_cluster: Any, holder: str) -> None:
+    lease = fake_cluster.objects[("Lease", "apps", DRIVER)]
+    lease["metadata"]["resourceVersion"] = "7"
+    lease["spec"] = {"holderIdentity": holder, "leaseDurationSeconds": 15}
+
+
+def test_the_lease_of_a_driver_seen_ended_is_released_and_no_other(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    """The next driver starts at once after a crash (no 15 s wait for the fence to expire), but
+    a Lease held by anyone but the ended Pod's own process is left alone."""
+    run(spec)
+    pod = fake_cluster.objects[("Pod", "apps", DRIVER)]
+    pod["metadata"]["uid"] = "u-1"
+    _hold_lease(fake_cluster, f"{DRIVER}/u-0")  # an earlier Pod of the same name: not this one
+    fake_cluster.run_pod(DRIVER, ready=False, phase="Failed")
+    run(spec)
+    assert fake_cluster.objects[("Lease", "apps", DRIVER)]["spec"]["holderIdentity"] == f"{DRIVER}/u-0"
+    fake_cluster.finish_terminating()
+    run(spec)  # a new driver Pod
+    pod = fake_cluster.objects[("Pod", "apps", DRIVER)]
+    pod["metadata"]["uid"] = "u-2"
+    _hold_lease(fake_cluster, f"{DRIVER}/u-2")
+    fake_cluster.run_pod(DRIVER)  # running: its Lease is its own
+    run(spec)
+    assert fake_cluster.objects[("Lease", "apps", DRIVER)]["spec"]["holderIdentity"] == f"{DRIVER}/u-2"
+    fake_cluster.run_pod(DRIVER, ready=False, phase="Failed")
+    run(spec)
+    lease = fake_cluster.objects[("Lease", "apps", DRIVER)]
+    assert lease["spec"]["holderIdentity"] == "" and lease["metadata"]["resourceVersion"] == "7"
 
 
 def test_a_crash_looping_driver_is_replaced_with_a_growing_back_off(

@@ -58,6 +58,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["create", "get", "list", "watch", "update", "patch", "delete"]
+{{- /* The driver's fence: each app's driver holds a Lease; the operator grants that in the
+     driver's Role (so holds it too), releases the Lease of a driver it saw end, deletes it with
+     the app. */}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create", "get", "update", "patch", "delete"]
 {{- /* The operator reads partition counts and lag from the app's Kafka with the app's own
      credentials: it reads the Secrets spec.kafka.tls/sasl name, one by name (get only: no
      list or watch, so it cannot enumerate Secrets it was not pointed at). */}}

@@ -1,0 +1,391 @@
+"""The driver's fence: a Kubernetes Lease held by the one driver that may run the app's query.
+
+Two drivers must never run one query on one checkpoint: a driver whose Pod was force-deleted from
+a lost node may still be running, a rolling hand-over starts the new driver before the old one has
+stopped. The operator names a Lease per app (``STREAMAPP_LEASE``); the driver
+
+1. **acquires** it before its query starts: at once when nobody holds it or the holder released
+   it; otherwise only once the holder has not renewed it for ``leaseDurationSeconds`` as this
+   driver observed it (its own monotonic clock, as client-go's leader election does), or once
+   its ``renewTime`` is older than the duration plus :data:`SKEW` by this driver's wall clock
+   (a driver that just came up need not watch a silent Lease for a whole duration);
+2. **renews** it every ``duration / 5`` from a thread;
+3. **checks** it before every micro-batch writes (:meth:`Lease.check`, a hook of the sink's
+   gate): a batch is written only while the last successful renewal is younger than
+   ``duration * 2 / 3``, so a driver cut off from the API server stops writing well before
+   another could take over;
+4. **releases** it after a clean stop, so that the next driver starts at once.
+
+With ``exactly_once_v2`` the transactional producers fence a zombie as well (the same
+transactional ids: the newer ``initTransactions`` aborts and fences the older producer).
+
+Only the standard library: the driver reaches the API server with its service-account token
+(``/var/run/secrets/kubernetes.io/serviceaccount``, or ``STREAMAPP_SERVICEACCOUNT_DIR``), at
+``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` — the in-cluster configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import http.client
+import ipaddress
+import json
+import logging
+import os
+import pathlib
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streamapp.runtime import errors
+
+__all__ = ["ENV", "Cancelled", "Fenced", "InCluster", "Lease", "LeaseError", "from_env"]
+
+#: The variable naming the app's Lease (set by the operator in the driver Pod).
+ENV = "STREAMAPP_LEASE"
+SERVICEACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: The name the API server's certificate is checked for when it is reached by IP.
+TLS_NAME = "kubernetes.default.svc"
+DEFAULT_DURATION = 15
+#: How far apart the clocks of two drivers may be: a Lease whose renewTime is older than its
+#: duration plus this, by the waiting driver's wall clock, is taken over without observing it for
+#: a whole duration first (a new driver that just came up need not wait a full duration more).
+#: Safe while clocks differ by less than duration / 3 + SKEW (the holder stops writing after
+#: 2/3 of the duration without a renewal): 10 s.
+SKEW = 5
+
+_log = logging.getLogger("streamapp.lease")
+
+
+class Fenced(errors.StreamAppError):
+    """This driver no longer holds the app's Lease: it must not write another batch."""
+
+
+class LeaseError(errors.StreamAppError):
+    """The API server refused or could not be reached for the Lease."""
+
+
+class Cancelled(errors.StreamAppError):
+    """The driver was asked to stop while it waited for the Lease (it never started its query)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InCluster:
+    """How to reach the API server from a Pod: its address, token file and CA file."""
+
+    server: str
+    token_file: pathlib.Path
+    ca_file: pathlib.Path | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> InCluster:
+        host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+        folder = pathlib.Path(env.get("STREAMAPP_SERVICEACCOUNT_DIR") or SERVICEACCOUNT)
+        if not host:
+            raise LeaseError(
+                f"{ENV} is set but KUBERNETES_SERVICE_HOST is not: the driver runs outside a Pod"
+            )
+        if not (folder / "token").exists():
+            raise LeaseError(
+                f"{ENV} is set but there is no service-account token at {folder / 'token'} "
+                "(automountServiceAccountToken off?)"
+            )
+        ca = folder / "ca.crt"
+        host = f"[{host}]" if ":" in host else host
+        return cls(f"https://{host}:{port}", folder / "token", ca if ca.exists() else None)
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body); connection problems raise :class:`LeaseError`."""
+        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+        host, _, port = self.server.removeprefix("https://").rpartition(":")
+        conn = _Connection(host.strip("[]"), int(port), context=context, timeout=5)
+        headers = {
+            # Read each time: a projected token is rotated by the kubelet.
+            "Authorization": "Bearer " + self.token_file.read_text().strip(),
+            "Accept": "application/json",
+        }
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        except (OSError, http.client.HTTPException) as err:
+            raise LeaseError(f"API server {self.server}: {err}") from err
+        finally:
+            conn.close()
+        try:
+            decoded = json.loads(payload or b"null")
+        except ValueError:
+            decoded = {"message": payload.decode(errors="replace")}
+        return resp.status, decoded
+
+
+class _Connection(http.client.HTTPSConnection):
+    """HTTPS to the API server's address, its certificate checked for the name
+    ``kubernetes.default.svc`` when the address is an IP — the name every cluster's serving
+    certificate carries, whatever IP the ``kubernetes`` Service has (or an agent's proxy)."""
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        try:
+            ipaddress.ip_address(self.host)
+            name = TLS_NAME
+        except ValueError:
+            name = self.host
+        self.sock = self._context.wrap_socket(sock, server_hostname=name)  # type: ignore[attr-defined]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Lease:
+    """One driver's view of the app's Lease (see the module's description)."""
+
+    def __init__(
+        self,
+        api: InCluster,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration: int = DEFAULT_DURATION,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
+        self.duration = duration
+        self._clock = clock
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._renewed: float | None = None  # monotonic time of the last successful write as holder
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- acquiring ------------------------------------------------------------------------------
+
+    def acquire(
+        self, timeout: float | None = None, poll: float = 0.5, cancelled: Callable[[], bool] = lambda: False
+    ) -> float:
+        """Block until this driver holds the Lease; returns the seconds it waited. Logs who holds
+        it while waiting. ``timeout`` (None: wait as long as it takes) raises :class:`LeaseError`;
+        ``cancelled()`` turning true (a SIGTERM) raises :class:`Cancelled`."""
+        began = self._clock()
+        seen: tuple[Any, ...] | None = None
+        seen_at = began
+        said = 0.0
+        while True:
+            code, lease = self.api.request("GET", self._path)
+            if code == 404:
+                if self._create():
+                    return self._clock() - began
+                continue
+            if code != 200:
+                raise LeaseError(f"reading Lease {self.namespace}/{self.name}: HTTP {code} {_message(lease)}")
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity") or ""
+            record = (holder, spec.get("renewTime"), lease["metadata"].get("resourceVersion"))
+            if record != seen:
+                seen, seen_at = record, self._clock()
+            duration = int(spec.get("leaseDurationSeconds") or self.duration)
+            expired = self._clock() - seen_at >= duration or _age(spec.get("renewTime")) > duration + SKEW
+            if not holder or holder == self.identity or expired:
+                if self._take(lease, expired=bool(holder) and holder != self.identity):
+                    return self._clock() - began
+                continue
+            now = self._clock()
+            if now - said >= 10 or said == 0.0:
+                _log.warning(
+                    "waiting for Lease %s/%s: held by %s (its last renewal seen %.0f s ago; taken over "
+                    "when it is released or not renewed for %d s)",
+                    self.namespace, self.name, holder, now - seen_at, duration,
+                )  # fmt: skip
+                said = now
+            if cancelled():
+                raise Cancelled(
+                    f"stopped while waiting for Lease {self.namespace}/{self.name} (held by {holder})"
+                )
+            if timeout is not None and now - began > timeout:
+                raise LeaseError(
+                    f"Lease {self.namespace}/{self.name} still held by {holder} after {timeout:.0f} s"
+                )
+            time.sleep(poll)
+
+    def _create(self) -> bool:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": self._spec(transitions=0),
+        }
+        code, answer = self.api.request(
+            "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body
+        )
+        if code == 409:
+            return False  # another driver created it first: read it again
+        if code not in (200, 201):
+            raise LeaseError(f"creating Lease {self.namespace}/{self.name}: HTTP {code} {_message(answer)}")
+        self._renewed = self._clock()
+        _log.info("holding Lease %s/%s (created) as %s", self.namespace, self.name, self.identity)
+        return True
+
+    def _take(self, lease: dict[str, Any], *, expired: bool) -> bool:
+        spec = lease.get("spec") or {}
+        previous = spec.get("holderIdentity") or ""
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if previous == self.identity else 1)
+        lease["spec"] = self._spec(transitions=transitions)
+        code, answer = self.api.request("PUT", self._path, lease)
+        if code == 409:
+            return False  # someone else wrote first (resourceVersion): look again
+        if code != 200:
+            raise LeaseError(f"taking Lease {self.namespace}/{self.name}: HTTP {code} {_message(answer)}")
+        self._renewed = self._clock()
+        how = f"taken over from {previous} (not renewed for {self.duration} s)" if expired else "free"
+        _log.info("holding Lease %s/%s as %s (%s)", self.namespace, self.name, self.identity, how)
+        return True
+
+    def _spec(self, *, transitions: int) -> dict[str, Any]:
+        now = _now()
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.duration,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    # -- holding --------------------------------------------------------------------------------
+
+    def renew(self) -> bool:
+        """One renewal: True when this driver still holds the Lease."""
+        code, lease = self.api.request("GET", self._path)
+        if code != 200:
+            _log.warning("renewing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(lease))
+            return False
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if holder != self.identity:
+            self._lost = f"Lease {self.namespace}/{self.name} is held by {holder or 'nobody'} now"
+            return False
+        lease["spec"]["renewTime"] = _now()
+        code, answer = self.api.request("PUT", self._path, lease)
+        if code != 200:
+            _log.warning(
+                "renewing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(answer)
+            )
+            return False
+        self._renewed = self._clock()
+        return True
+
+    def start_renewing(self, on_lost: Callable[[str], None] | None = None) -> None:
+        """Renew every ``duration / 5`` s in a daemon thread; ``on_lost(reason)`` once the Lease is
+        no longer held (another holder, or no successful renewal for ``duration * 2 / 3``)."""
+
+        def loop() -> None:
+            while not self._stop.wait(self.duration / 5):
+                try:
+                    self.renew()
+                except LeaseError as exc:
+                    _log.warning("renewing Lease %s/%s: %s", self.namespace, self.name, exc)
+                reason = self.problem()
+                if reason is not None:
+                    _log.error("%s: this driver stops writing", reason)
+                    if on_lost is not None:
+                        on_lost(reason)
+                    return
+
+        self._thread = threading.Thread(target=loop, name=f"lease-{self.name}", daemon=True)
+        self._thread.start()
+
+    def problem(self) -> str | None:
+        """Why this driver may not write now, or None while it holds the Lease."""
+        if self._lost is not None:
+            return self._lost
+        if self._renewed is None:
+            return f"Lease {self.namespace}/{self.name} was never acquired by {self.identity}"
+        age = self._clock() - self._renewed
+        if age > self.duration * 2 / 3:
+            return (
+                f"Lease {self.namespace}/{self.name} not renewed for {age:.1f} s (another driver may "
+                f"take it over after {self.duration} s)"
+            )
+        return None
+
+    def check(self, batch_id: int) -> None:
+        """Raise :class:`Fenced` unless this driver holds the Lease (before a batch writes)."""
+        reason = self.problem()
+        if reason is not None:
+            raise Fenced(f"micro-batch {batch_id} not written: {reason}")
+
+    def release(self) -> bool:
+        """Stop renewing and hand the Lease back (holder cleared), if still held; True if it was."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            code, lease = self.api.request("GET", self._path)
+            if code != 200 or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            lease["spec"]["holderIdentity"] = None
+            lease["spec"]["renewTime"] = _now()
+            code, answer = self.api.request("PUT", self._path, lease)
+            if code == 200:
+                _log.info("released Lease %s/%s", self.namespace, self.name)
+                return True
+            else:
+                _log.warning(
+                    "releasing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(answer)
+                )
+        except LeaseError as exc:
+            _log.warning("releasing Lease %s/%s: %s (it expires by itself)", self.namespace, self.name, exc)
+        finally:
+            self._renewed = None
+        return False
+
+
+def _age(stamp: str | None) -> float:
+    """Seconds since a Lease's renewTime by this machine's wall clock (0 when unknown)."""
+    if not stamp:
+        return 0.0
+    try:
+        then = datetime.datetime.fromisoformat(stamp)
+    except ValueError:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
+
+
+def _message(body: Any) -> str:
+    return str(body.get("message", "")) if isinstance(body, dict) else ""
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Lease | None:
+    """The driver's Lease from ``STREAMAPP_LEASE`` (None when unset: a local run, no fence)."""
+    env = os.environ if env is None else env
+    name = env.get(ENV, "").strip()
+    if not name:
+        return None
+    namespace = env.get("STREAMAPP_NAMESPACE") or _file_namespace(env)
+    pod = env.get("STREAMAPP_DRIVER_POD_NAME") or env.get("HOSTNAME") or ""
+    if not namespace or not pod:
+        raise LeaseError(
+            f"{ENV}={name}: the driver's namespace and Pod name are needed "
+            "(STREAMAPP_NAMESPACE, STREAMAPP_DRIVER_POD_NAME)"
+        )
+    # One identity per process, never reused: a Pod re-created under the same name is another
+    # holder. The Pod's UID lets the operator release the Lease of a driver it saw end.
+    identity = f"{pod}/{env.get('STREAMAPP_DRIVER_POD_UID') or uuid.uuid4().hex[:12]}"
+    duration = int(env.get("STREAMAPP_LEASE_SECONDS") or DEFAULT_DURATION)
+    return Lease(
+        InCluster.from_env(env), namespace=namespace, name=name, identity=identity, duration=duration
+    )
+
+
+def _file_namespace(env: Mapping[str, str]) -> str:
+    path = pathlib.Path(env.get("STREAMAPP_SERVICEACCOUNT_DIR") or SERVICEACCOUNT) / "namespace"
+    return path.read_text().strip() if path.exists() else ""
