@@ -160,7 +160,7 @@ class Deployment(_Model):
     )
     upgrade_policy: Literal["rolling", "recreate"] = pydantic.Field(
         default="recreate",
-        description="How a changed spec is rolled out: recreate stops the driver, then starts the new one; "
-        "rolling starts the new one warm and hands over at a micro-batch boundary (until that lands, "
-        "rolling behaves as recreate).",
+        description="How a changed spec is rolled out: recreate stops the driver at a micro-batch "
+        "boundary, then starts the new one; rolling (a warm hand-over at a batch boundary) is not "
+        "implemented yet and is refused by the operator.",
     )
