@@ -42,6 +42,7 @@ __all__ = [
     "Options",
     "checkpoint",
     "driver_pod_name",
+    "executor_prefix",
     "lease_name",
     "progress_group",
     "render",
@@ -98,8 +99,18 @@ class Desired:
         return [*self.support, *([self.driver] if self.driver else [])]
 
 
-def driver_pod_name(app: str) -> str:
-    return f"{app}-driver"
+#: The two slots a driver Pod can take: a rolling hand-over starts the new driver in the slot the
+#: running one does not use (``<app>-driver``, ``<app>-driver-b``).
+SLOTS = (0, 1)
+
+
+def driver_pod_name(app: str, slot: int = 0) -> str:
+    return f"{app}-driver" if slot == 0 else f"{app}-driver-b"
+
+
+def executor_prefix(app: str, slot: int = 0) -> str:
+    """Executor Pods are named ``<prefix>-exec-<id>`` by Spark: one prefix per driver slot."""
+    return app if slot == 0 else f"{app}-b"
 
 
 def lease_name(app: str) -> str:
@@ -263,6 +274,7 @@ def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, A
         {"name": "STREAMAPP_DRIVER_POD_IP", **field("status.podIP")},
         {"name": "STREAMAPP_DRIVER_POD_UID", **field("metadata.uid")},
         {"name": "STREAMAPP_LEASE", "value": lease_name(ref.name)},
+        {"name": "STREAMAPP_EXECUTOR_PREFIX", "value": executor_prefix(ref.name)},
     ]
     env += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
@@ -355,6 +367,7 @@ def render(
     executors: int,
     options: Options | None = None,
     credentials: str | None = None,
+    slot: int = 0,
 ) -> Desired:
     """Everything the app should have, with ``executors`` executors (see :mod:`scaling`).
 
@@ -375,12 +388,15 @@ def render(
         pull_policy=plan.image_pull_policy or options.image_pull_policy,
         plan=plan,
         executors=executors,
-        driver_host=f"{driver_pod_name(ref.name)}.{ref.namespace}.svc",
-        driver_pod=driver_pod_name(ref.name),
     )
     config_map = _config_map(ref, app, conf)
     driver = _driver(ref, spec, options, config_map["metadata"]["name"], service_account)
-    revision = _revision(driver, config_map)
+    revision = _revision(driver, config_map)  # the same in either slot
+    if slot != 0:
+        driver["metadata"]["name"] = driver_pod_name(ref.name, slot)
+        for var in driver["spec"]["containers"][0]["env"]:
+            if var["name"] == "STREAMAPP_EXECUTOR_PREFIX":
+                var["value"] = executor_prefix(ref.name, slot)
     driver["metadata"]["labels"][REVISION_LABEL] = revision
     if credentials is not None:
         driver["metadata"]["annotations"] = {CREDENTIALS_ANNOTATION: credentials}

@@ -119,11 +119,16 @@ def _reconcile(
     """One reconciliation of the app in ``body``, counted and timed; None when it raised."""
     metrics.RECONCILES.labels(trigger=trigger).inc()
     with context.lock(f"{ref.namespace}/{ref.name}"), metrics.DURATION.labels(trigger=trigger).time():
+        # The status as it is now, not as this event's body saw it: another trigger (a Pod event,
+        # the timer) may have reconciled and written it meanwhile — a rolling upgrade given up
+        # there must not be started again here from a stale status.
+        fresh = context.cluster.get(f"{models.GROUP}/{models.VERSION}", models.KIND, ref.namespace, ref.name)
+        previous = dict(((fresh or body).get("status")) or {})
         outcome = reconcile.reconcile(
             ref=ref,
             spec=dict(body.get("spec") or {}),
             generation=(body.get("metadata") or {}).get("generation"),
-            previous=dict(body.get("status") or {}),
+            previous=previous,
             cluster=context.cluster,
             probe=context.probe,
             now=_now(),

@@ -68,3 +68,8 @@ class StreamAppStatus(_Model):
     last_reset: str | None = pydantic.Field(
         default=None, description="Id of the last spec.deployment.reset carried out (its driver started)."
     )
+    failed_revision: str | None = pydantic.Field(
+        default=None,
+        description="A revision a rolling upgrade gave up on (its driver failed or never reached "
+        "standby): the previous revision keeps running until the spec changes again.",
+    )

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from streamapp.operator import cluster as cluster_
 from streamapp.operator import desired, errors, kafka_auth, kafka_probe, scaling, status, validation
+from streamapp.runtime import lease as lease_mod
 from streamapp.runtime import manifest
 from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import deployment, models
@@ -321,6 +322,29 @@ def _reconcile(
     for obj in wanted.support:
         cluster.apply(obj)
     _evict_from_lost_nodes(cluster, ref, events)
+    pods = _driver_pods(cluster, ref)
+    slot = _slot(pods, wanted.revision)
+    if slot != 0:
+        pod_name = desired.driver_pod_name(ref.name, slot)
+        wanted = desired.render(
+            ref=ref, app=app, executors=executors, options=options, credentials=digest, slot=slot
+        )
+    if plan.upgrade_policy == "rolling" and wanted.driver is not None:
+        rolled = _roll(
+            ref=ref, app=app, pods=pods, slot=slot, executors=executors, options=options, digest=digest,
+            wanted=wanted, previous=previous, generation=generation, cluster=cluster, now=now,
+            events=events, partitions=partitions, standing=lambda: _standing(app, ref, probe, events, config),
+        )  # fmt: skip
+        if rolled is not None:
+            return rolled
+    for other, pod in pods.items():  # a driver left in the other slot (a hand-over cut short)
+        stale = observe_driver(pod)
+        if other != slot and stale is not None and not stale.terminating:
+            _release_lease(cluster, ref, pod)
+            cluster.delete("v1", "Pod", ref.namespace, stale.name, grace_seconds=desired.GRACE_SECONDS)
+            events.append(
+                Event("Normal", "DriverReplaced", f"stopping driver Pod {stale.name}: not the current one")
+            )
     seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
     action = driver_action(wanted=wanted, seen=seen)
     error: errors.OperatorError | None = None
@@ -389,7 +413,174 @@ def _reconcile(
         new["message"] = f"{new['message']}; {error}"
     if plan.reset is not None and seen is not None and seen.revision == wanted.revision:
         new["lastReset"] = plan.reset.id
+    new["failedRevision"] = previous.get("failedRevision")
     return Outcome(new, events, error)
+
+
+#: How long a rolling upgrade's new driver may take to reach standby (Spark up, plan compiled)
+#: before the upgrade is given up and the running revision kept.
+ROLLOUT_DEADLINE_S = 300.0
+
+
+def _driver_pods(cluster: cluster_.Cluster, ref: desired.AppRef) -> dict[int, dict[str, Any]]:
+    """The app's driver Pods by slot (two only during a rolling hand-over)."""
+    found = {}
+    for slot in desired.SLOTS:
+        pod = cluster.get("v1", "Pod", ref.namespace, desired.driver_pod_name(ref.name, slot))
+        if pod is not None:
+            found[slot] = pod
+    return found
+
+
+def _slot(pods: Mapping[int, Mapping[str, Any]], revision: str) -> int:
+    """The slot of the app's driver: the one running the wanted revision, else the one there is
+    (not terminating first), else slot 0."""
+
+    def revision_of(pod: Mapping[str, Any]) -> str | None:
+        return ((pod.get("metadata") or {}).get("labels") or {}).get(desired.REVISION_LABEL)
+
+    for slot, pod in sorted(pods.items()):
+        if revision_of(pod) == revision:
+            return slot
+    alive = [
+        slot for slot, pod in sorted(pods.items()) if not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    return (alive or sorted(pods) or [0])[0]
+
+
+def _roll(
+    *,
+    ref: desired.AppRef,
+    app: models.StreamApp,
+    pods: Mapping[int, dict[str, Any]],
+    slot: int,
+    executors: int,
+    options: desired.Options | None,
+    digest: str | None,
+    wanted: desired.Desired,
+    previous: Mapping[str, Any],
+    generation: int | None,
+    cluster: cluster_.Cluster,
+    now: str,
+    events: list[Event],
+    partitions: int | None,
+    standing: Any,
+) -> Outcome | None:
+    """``upgradePolicy: rolling``: the new revision's driver starts beside the running one, in the
+    other slot; once it waits in standby (Spark up, plan compiled — it says so on the app's Lease)
+    the running driver is stopped (SIGTERM: it stops at a micro-batch boundary and releases the
+    Lease) and the new one starts its query from the same checkpoint. A new driver that fails, or
+    does not reach standby within :data:`ROLLOUT_DEADLINE_S`, is deleted and the running one kept
+    (``failedRevision``) until the spec changes. None: nothing to hand over (no driver running,
+    or the wanted revision already runs alone) — the caller's usual path applies."""
+    old_slot = next(
+        (
+            s
+            for s, pod in pods.items()
+            if observe_driver(pod).revision != wanted.revision  # type: ignore[union-attr]
+        ),
+        None,
+    )
+    if old_slot is None:
+        return None
+    old = observe_driver(pods[old_slot])
+    assert old is not None
+    new_slot = 1 - old_slot
+    new_pod = pods.get(new_slot)
+    new = observe_driver(new_pod)
+    if new is not None and new.revision != wanted.revision:
+        return None  # two old drivers (a hand-over given up halfway): recreate, as usual
+    if old.terminating:
+        return None  # the hand-over's last step: the usual path waits for it to go
+    if old.phase != "Running" or not old.ready:
+        return None  # nothing serving to keep up: recreate
+    error: errors.OperatorError | None = errors.DriverStopping(
+        f"rolling upgrade to revision {wanted.revision}", delay=2
+    )
+    failed: str | None = None
+    if previous.get("failedRevision") == wanted.revision:
+        error = None
+        failed = (
+            f"rolling upgrade to revision {wanted.revision} was given up; revision {old.revision} "
+            "keeps running"
+        )
+    elif new is None:
+        rendered = desired.render(
+            ref=ref, app=app, executors=executors, options=options, credentials=digest, slot=new_slot
+        )
+        assert rendered.driver is not None
+        cluster.apply(rendered.driver)
+        name = rendered.driver["metadata"]["name"]
+        events.append(
+            Event(
+                "Normal",
+                "RollingUpgrade",
+                f"driver Pod {name} starts revision {wanted.revision} beside {old.name}; it takes over at a "
+                "micro-batch boundary once it waits in standby",
+            )
+        )
+    elif new.phase in status.ENDED or _age_s(new_pod, now) > ROLLOUT_DEADLINE_S:
+        why = (
+            new.message or f"driver Pod {new.name} ended ({new.phase})"
+            if new.phase in status.ENDED
+            else f"driver Pod {new.name} did not reach standby within {ROLLOUT_DEADLINE_S:.0f} s"
+        )
+        cluster.delete("v1", "Pod", ref.namespace, new.name, grace_seconds=desired.GRACE_SECONDS)
+        failed = f"rolling upgrade to revision {wanted.revision} given up, {old.name} keeps running: {why}"
+        events.append(Event("Warning", "RollbackUpgrade", failed))
+        error = None
+    elif _in_standby(cluster, ref, new_pod):
+        cluster.delete("v1", "Pod", ref.namespace, old.name, grace_seconds=desired.GRACE_SECONDS)
+        events.append(
+            Event(
+                "Normal",
+                "HandingOver",
+                f"driver Pod {new.name} waits in standby: stopping {old.name} at a micro-batch boundary",
+            )
+        )
+    running, failed_executors = _executors(cluster, ref, ((pods[old_slot].get("metadata") or {}).get("uid")))
+    observed = status.Observation(
+        driver=old,
+        executors_ready=running,
+        executor_failures=tuple(failed_executors),
+        partitions=partitions,
+        standing=standing(),
+    )
+    plan = app.spec.deployment or deployment.Deployment()
+    target = status.Target(
+        generation=generation, revision=wanted.revision, executors=executors, suspend=plan.suspend
+    )
+    result = status.compute(previous=previous, target=target, seen=observed, now=now)
+    result["lastReset"] = previous.get("lastReset")
+    result["driverFailures"] = int(previous.get("driverFailures") or 0)
+    result["failedRevision"] = wanted.revision if failed else previous.get("failedRevision")
+    if failed:
+        result["phase"] = "Running"
+        for cond in result["conditions"]:
+            if cond["type"] == "Degraded":
+                cond.update(status="True", reason="RollbackUpgrade", message=failed)
+            if cond["type"] == "Progressing":
+                cond.update(status="False", reason="RollbackUpgrade", message=failed)
+        result["message"] = failed
+    return Outcome(result, events, error)
+
+
+def _age_s(pod: Mapping[str, Any] | None, now: str) -> float:
+    created = status.parse_time(((pod or {}).get("metadata") or {}).get("creationTimestamp"))
+    clock = status.parse_time(now)
+    if created is None or clock is None:
+        return 0.0
+    return (clock - created).total_seconds()
+
+
+def _in_standby(cluster: cluster_.Cluster, ref: desired.AppRef, pod: Mapping[str, Any] | None) -> bool:
+    """The new driver said on the Lease that it waits in standby (or already holds it)."""
+    meta = (pod or {}).get("metadata") or {}
+    identity = f"{meta.get('name')}/{meta.get('uid')}"
+    lease = cluster.get("coordination.k8s.io/v1", "Lease", ref.namespace, desired.lease_name(ref.name)) or {}
+    said = ((lease.get("metadata") or {}).get("annotations") or {}).get(lease_mod.STANDBY_ANNOTATION)
+    holder = (lease.get("spec") or {}).get("holderIdentity")
+    return identity in (said, holder)
 
 
 def _release_lease(cluster: cluster_.Cluster, ref: desired.AppRef, pod: Mapping[str, Any] | None) -> None:
@@ -429,6 +620,7 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
     name = desired.driver_pod_name(ref.name)
     for api_version, kind, obj in (
         ("v1", "Pod", name),
+        ("v1", "Pod", desired.driver_pod_name(ref.name, 1)),
         ("v1", "Service", name),
         ("v1", "ConfigMap", f"{ref.name}-app"),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", name),
@@ -441,7 +633,9 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
         if any(owner.get("uid") == ref.uid for owner in owners):  # never someone else's object
             grace = desired.GRACE_SECONDS if kind == "Pod" else None
             cluster.delete(api_version, kind, ref.namespace, obj, grace_seconds=grace)
-    if cluster.get("v1", "Pod", ref.namespace, name) is not None:
+    if any(
+        cluster.get("v1", "Pod", ref.namespace, desired.driver_pod_name(ref.name, s)) for s in desired.SLOTS
+    ):
         return False
     # Spark keeps its executor Pods that ended (deleteOnTermination is off); the garbage collector
     # removes them with their driver Pod, and so does this, where none runs.

@@ -27,8 +27,6 @@ def driver_conf(
     pull_policy: str | None,
     plan: deployment.Deployment,
     executors: int,
-    driver_host: str,
-    driver_pod: str,
 ) -> dict[str, str]:
     """``spark.*`` settings of the driver: where executors run, how many, how big, how they call back."""
     executor = plan.resources.executor
@@ -37,12 +35,15 @@ def driver_conf(
         "spark.app.name": app,
         "spark.kubernetes.namespace": namespace,
         "spark.kubernetes.container.image": image,
-        # Executor pods are owned by this Pod (garbage-collected with it) and named after the app.
-        "spark.kubernetes.driver.pod.name": driver_pod,
-        "spark.kubernetes.executor.podNamePrefix": app,  # Spark adds -exec-<id>
+        # Executor pods are owned by this Pod (garbage-collected with it) and named after the app
+        # (<app>-exec-<id>; the second driver of a rolling hand-over's <app>-b-exec-<id>): from the
+        # Pod's environment, as two drivers of one app run side by side during a hand-over.
+        "spark.kubernetes.driver.pod.name": "${env:STREAMAPP_DRIVER_POD_NAME}",
+        "spark.kubernetes.executor.podNamePrefix": "${env:STREAMAPP_EXECUTOR_PREFIX}",
         "spark.kubernetes.executor.label.streamapp.io/app": app,
         "spark.kubernetes.executor.label.app.kubernetes.io/managed-by": "streamapp-operator",
-        "spark.driver.host": driver_host,
+        # Executors call back the Pod's own IP, not a Service both drivers of a hand-over match.
+        "spark.driver.host": "${env:STREAMAPP_DRIVER_POD_IP}",
         # The Pod IP (Spark resolves ${env:...} when it reads the setting), as Spark's own image binds
         # its driver: not every interface, so that drivers sharing a host never share a port.
         "spark.driver.bindAddress": "${env:STREAMAPP_DRIVER_POD_IP}",

@@ -88,16 +88,6 @@ def _cluster_problems(spec: models.StreamAppSpec) -> list[runtime_errors.Problem
                 "or a path on a shared volume); suspend, restarts and upgrades resume from it",
             )
         )
-    plan = spec.deployment
-    if plan is not None and plan.upgrade_policy == "rolling":
-        found.append(
-            runtime_errors.Problem(
-                "spec.deployment.upgradePolicy",
-                "rolling (a warm hand-over at a micro-batch boundary) is not implemented yet; "
-                "use recreate, which stops the driver at a batch boundary and starts the new one "
-                "from the checkpoint",
-            )
-        )
     for key in sorted(spec.spark_conf or {}):
         if key in RESERVED_SPARK_CONF:
             found.append(

@@ -44,11 +44,14 @@ from typing import Any
 
 from streamapp.runtime import errors
 
-__all__ = ["ENV", "Cancelled", "Fenced", "InCluster", "Lease", "LeaseError", "from_env"]
+__all__ = ["ENV", "STANDBY_ANNOTATION", "Cancelled", "Fenced", "InCluster", "Lease", "LeaseError", "from_env"]
 
 #: The variable naming the app's Lease (set by the operator in the driver Pod).
 ENV = "STREAMAPP_LEASE"
 SERVICEACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: The Lease annotation a driver waiting in standby writes (its identity): the operator's signal
+#: to stop the running driver in a rolling hand-over.
+STANDBY_ANNOTATION = "streamapp.io/standby"
 #: The name the API server's certificate is checked for when it is reached by IP.
 TLS_NAME = "kubernetes.default.svc"
 DEFAULT_DURATION = 15
@@ -181,6 +184,7 @@ class Lease:
         seen: tuple[Any, ...] | None = None
         seen_at = began
         said = 0.0
+        announced = False
         while True:
             code, lease = self.api.request("GET", self._path)
             if code == 404:
@@ -191,7 +195,7 @@ class Lease:
                 raise LeaseError(f"reading Lease {self.namespace}/{self.name}: HTTP {code} {_message(lease)}")
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
-            record = (holder, spec.get("renewTime"), lease["metadata"].get("resourceVersion"))
+            record = (holder, spec.get("renewTime"))
             if record != seen:
                 seen, seen_at = record, self._clock()
             duration = int(spec.get("leaseDurationSeconds") or self.duration)
@@ -200,6 +204,8 @@ class Lease:
                 if self._take(lease, expired=bool(holder) and holder != self.identity):
                     return self._clock() - began
                 continue
+            if not announced:
+                announced = self._announce(lease)
             now = self._clock()
             if now - said >= 10 or said == 0.0:
                 _log.warning(
@@ -236,7 +242,20 @@ class Lease:
         _log.info("holding Lease %s/%s (created) as %s", self.namespace, self.name, self.identity)
         return True
 
+    def _announce(self, lease: dict[str, Any]) -> bool:
+        """Say on the Lease that this driver waits in standby (the operator hands over then)."""
+        annotations = dict(lease["metadata"].get("annotations") or {})
+        if annotations.get(STANDBY_ANNOTATION) == self.identity:
+            return True
+        lease["metadata"]["annotations"] = {**annotations, STANDBY_ANNOTATION: self.identity}
+        code, _ = self.api.request("PUT", self._path, lease)
+        return code == 200  # 409: the holder renewed meanwhile; said on the next look
+
     def _take(self, lease: dict[str, Any], *, expired: bool) -> bool:
+        annotations = dict(lease["metadata"].get("annotations") or {})
+        if STANDBY_ANNOTATION in annotations:
+            del annotations[STANDBY_ANNOTATION]
+            lease["metadata"]["annotations"] = annotations
         spec = lease.get("spec") or {}
         previous = spec.get("holderIdentity") or ""
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if previous == self.identity else 1)

@@ -161,6 +161,8 @@ class Deployment(_Model):
     upgrade_policy: Literal["rolling", "recreate"] = pydantic.Field(
         default="recreate",
         description="How a changed spec is rolled out: recreate stops the driver at a micro-batch "
-        "boundary, then starts the new one; rolling (a warm hand-over at a batch boundary) is not "
-        "implemented yet and is refused by the operator.",
+        "boundary, then starts the new one; rolling starts the new driver beside the running one and, "
+        "once it waits in standby (Spark up, plan compiled), stops the old one at a batch boundary and "
+        "hands the checkpoint over. A new driver that fails or does not reach standby within 5 minutes "
+        "is deleted and the running revision kept (status.failedRevision).",
     )

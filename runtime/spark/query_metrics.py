@@ -103,9 +103,32 @@ def attach(
     port = metrics_port(environ)
     attached = Attached(plan=plan, metrics=app_metrics, port=port, listener=listener)
     if port is not None:
-        attached.stop_serving = metrics.serve(app_metrics, port)
-        print(f"metrics of {name!r} at http://0.0.0.0:{port}/metrics", flush=True)
+        attached.stop_serving = _serve(app_metrics, port, environ.get("STREAMAPP_DRIVER_POD_IP"), name)
     return attached
+
+
+def _serve(app_metrics: metrics.AppMetrics, port: int, pod_ip: str | None, name: str) -> Callable[[], None]:
+    """Serve on every interface locally; in a Pod on its IP (what Prometheus scrapes, as Spark's
+    driver binds it: two drivers sharing a host — the two of a rolling hand-over on a node that
+    gives Pods no network of their own — never share a port) and on 127.0.0.1 where that is free
+    (kubectl port-forward and exec reach the Pod there)."""
+    if not pod_ip:
+        stop = metrics.serve(app_metrics, port)
+        print(f"metrics of {name!r} at http://0.0.0.0:{port}/metrics", flush=True)
+        return stop
+    stops = [metrics.serve(app_metrics, port, pod_ip)]
+    if pod_ip != "127.0.0.1":
+        try:
+            stops.append(metrics.serve(app_metrics, port, "127.0.0.1"))
+        except OSError as exc:
+            _log.info("metrics not served on 127.0.0.1:%s as well: %s", port, exc)
+    print(f"metrics of {name!r} at http://{pod_ip}:{port}/metrics", flush=True)
+
+    def stop_all() -> None:
+        for stop in stops:
+            stop()
+
+    return stop_all
 
 
 class _Listener(StreamingQueryListener):  # type: ignore[misc]

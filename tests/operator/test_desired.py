@@ -122,8 +122,18 @@ def test_driver_command_and_spark_settings(ref: desired.AppRef, spec: dict[str, 
     conf = dict(line.split(" ", 1) for line in config["data"]["spark-defaults.conf"].splitlines())
     assert conf["spark.executor.instances"] == "3"
     assert conf["spark.kubernetes.namespace"] == "apps"
-    assert conf["spark.driver.host"] == "wordcount-driver.apps.svc"
-    assert conf["spark.kubernetes.driver.pod.name"] == wanted.driver["metadata"]["name"]
+    # The Pod's own IP and name, from its environment: two drivers of one app run side by side
+    # during a rolling hand-over, each with its own executors (<app>-exec-N, <app>-b-exec-N).
+    assert conf["spark.driver.host"] == "${env:STREAMAPP_DRIVER_POD_IP}"
+    assert env["STREAMAPP_DRIVER_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert conf["spark.kubernetes.driver.pod.name"] == "${env:STREAMAPP_DRIVER_POD_NAME}"
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "${env:STREAMAPP_EXECUTOR_PREFIX}"
+    assert env["STREAMAPP_EXECUTOR_PREFIX"] == "wordcount"
+    other = desired.render(ref=ref, app=_app(ref, spec), executors=3, slot=1)
+    assert other.driver is not None and other.revision == wanted.revision
+    assert other.driver["metadata"]["name"] == "wordcount-driver-b"
+    other_env = {e["name"]: e.get("value") for e in other.driver["spec"]["containers"][0]["env"]}
+    assert other_env["STREAMAPP_EXECUTOR_PREFIX"] == "wordcount-b"
     assert conf["spark.kubernetes.container.image"] == container["image"]
     # The mounted manifest is the user's spec exactly, and loads in the runtime as written.
     assert yaml.safe_load(config["data"]["app.yaml"])["spec"]["topology"] == spec["topology"]

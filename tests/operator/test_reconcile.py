@@ -427,3 +427,62 @@ def test_pods_on_a_lost_node_are_force_deleted_and_the_driver_replaced_at_once(
     gone = run(spec)
     assert ("delete", "Pod", "wordcount-exec-2") in fake_cluster.calls
     assert "node-b, which no longer exists" in gone.events[0].message
+
+
+def test_a_rolling_upgrade_hands_over_once_the_new_driver_waits_in_standby(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    old_revision = _driver_revision(fake_cluster)
+    spec["sparkConf"] = {"spark.sql.shuffle.partitions": "3"}  # a new revision
+    started = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=0, time=NOW))
+    assert [e.reason for e in started.events] == ["RollingUpgrade"]
+    new = fake_cluster.objects[("Pod", "apps", f"{DRIVER}-b")]
+    assert new["metadata"]["labels"][desired.REVISION_LABEL] != old_revision
+    assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]
+    assert started.status["phase"] == "Upgrading" and started.status["driverPod"] == DRIVER
+    assert _condition(started, "Ready") == ("True", "DriverRunning")  # the old one serves meanwhile
+
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False)  # Spark starting: not in standby yet
+    waiting = run(spec)
+    assert waiting.events == [] and ("delete", "Pod", DRIVER) not in fake_cluster.calls
+    new["metadata"]["uid"] = "u-b"
+    lease = fake_cluster.objects[("Lease", "apps", DRIVER)]
+    lease["metadata"]["annotations"] = {"streamapp.io/standby": f"{DRIVER}-b/u-b"}
+    handing = run(spec)
+    assert [e.reason for e in handing.events] == ["HandingOver"]
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls  # gracefully: it stops at a batch boundary
+    fake_cluster.finish_terminating()
+    fake_cluster.run_pod(f"{DRIVER}-b")
+    done = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=9, time=NOW))
+    assert done.status["driverPod"] == f"{DRIVER}-b" and done.status["phase"] == "Running"
+    assert done.status["currentRevision"] == done.status["targetRevision"] != old_revision
+    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 6  # settled: nothing created or deleted
+
+
+def test_a_rolling_upgrade_whose_driver_fails_is_given_up_and_the_old_one_kept(
+    run: Any, spec: dict[str, Any], fake_cluster: Any, ref: desired.AppRef
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'x'"  # a new revision
+    run(spec)
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False, phase="Failed")
+    given_up = run(spec)
+    assert [e.reason for e in given_up.events] == ["RollbackUpgrade"]
+    assert ("delete", "Pod", f"{DRIVER}-b") in fake_cluster.calls
+    assert given_up.status["failedRevision"] == given_up.status["targetRevision"]
+    assert _condition(given_up, "Degraded") == ("True", "RollbackUpgrade")
+    fake_cluster.finish_terminating()
+    again = run(spec)  # the same revision is not tried again: the old driver keeps running
+    assert ("Pod", "apps", f"{DRIVER}-b") not in fake_cluster.objects
+    assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]
+    assert _condition(again, "Degraded") == ("True", "RollbackUpgrade")
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'y'"  # fixed: tried again
+    assert [e.reason for e in run(spec).events] == ["RollingUpgrade"]
+    assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is False
+    fake_cluster.finish_terminating()
+    assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is True
