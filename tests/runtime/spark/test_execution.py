@@ -4,12 +4,44 @@ from __future__ import annotations
 
 from streamapp.runtime.spark import execution
 
+NOTHING = {"skipped": {}, "dead_lettered": {}, "dropped": {}}
+
 
 def test_observed_counts_are_read_per_topic_in_either_form_spark_reports() -> None:
     observed = {"streamapp_read_0": ["a", "b"], "streamapp_read_1": ["c"], execution.WRITTEN: ["out"]}
     # The progress's JSON: each observation a list of values, in column order.
     as_json = {"streamapp_read_0": [2, 0], "streamapp_read_1": [5], execution.WRITTEN: [7]}
-    assert execution.counted_topics(as_json, observed) == {"read": {"a": 2, "c": 5}, "written": {"out": 7}}
+    assert execution.counted_topics(as_json, observed) == {
+        "read": {"a": 2, "c": 5},
+        "written": {"out": 7},
+        **NOTHING,
+    }
     # A Row-like mapping by column name; a batch without the observation counts nothing.
     as_rows = {"streamapp_read_0": {"t0": 1, "t1": 3}}
-    assert execution.counted_topics(as_rows, observed) == {"read": {"a": 1, "b": 3}, "written": {}}
+    assert execution.counted_topics(as_rows, observed) == {
+        "read": {"a": 1, "b": 3},
+        "written": {},
+        **NOTHING,
+    }
+
+
+def test_skipped_dead_lettered_and_dropped_records_are_counted_apart_from_reads() -> None:
+    observed = {
+        "streamapp_read_0": ["a"],
+        "streamapp_skipped_0": ["a"],
+        "streamapp_dead_lettered_0": ["b"],
+        "streamapp_dropped_0": ["KSTREAM-AGGREGATE-0000000002"],
+    }
+    metrics = {
+        "streamapp_read_0": [10],
+        "streamapp_skipped_0": [2],
+        "streamapp_dead_lettered_0": [3],
+        "streamapp_dropped_0": [1],
+    }
+    assert execution.counted_topics(metrics, observed) == {
+        "read": {"a": 10},
+        "written": {},
+        "skipped": {"a": 2},
+        "dead_lettered": {"b": 3},
+        "dropped": {"KSTREAM-AGGREGATE-0000000002": 1},
+    }
