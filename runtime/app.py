@@ -141,8 +141,9 @@ class Progress:
     #: both per source topic
     skipped_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
     dead_lettered_by_topic: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    #: records a key-dependent step (grouping, a table) dropped for a null key, as Kafka Streams
-    #: does (its dropped-records metric): in all and per node
+    #: records dropped as Kafka Streams drops them (its dropped-records metric): a null key into
+    #: a key-dependent step (grouping, a table), a null value into a sliding-window aggregation;
+    #: in all and per node
     dropped: int = 0
     dropped_by_node: Mapping[str, int] = dataclasses.field(default_factory=dict)
     last_batch_id: int | None = None

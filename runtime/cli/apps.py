@@ -321,7 +321,7 @@ def _summary(app: Any) -> str:
         f"summary of {app.application_id!r}: {progress.batches} batch(es) in {progress.elapsed:.1f} s, "
         f"{progress.late} late record(s) dropped, {progress.skipped} skipped"
         + (f", {progress.dead_lettered} dead-lettered" if progress.dead_lettered else "")
-        + (f", {progress.dropped} dropped for a null key" if progress.dropped else "")
+        + (f", {progress.dropped} dropped for a null key or value" if progress.dropped else "")
     ]
     if not progress.counted:
         lines.append("  records per topic are not counted with the real-time trigger")
@@ -339,8 +339,17 @@ def _summary(app: Any) -> str:
         for topic, n in counts.items():
             lines.append(f"  {label:<8} {n:>10,} record(s)  {topic} (unreadable: deserializationErrors)")
     for node, n in progress.dropped_by_node.items():
-        lines.append(f"  {'dropped':<8} {n:>10,} record(s)  at {node} (null key)")
+        lines.append(f"  {'dropped':<8} {n:>10,} record(s)  at {node} ({_why_dropped(app, node)})")
     return "\n".join(lines)
+
+
+def _why_dropped(app: Any, node: str) -> str:
+    """What a node drops records for: a null value at a sliding-window aggregation, else a null key."""
+    try:
+        windows = getattr(app.topology.node(node), "windows", None)
+    except KeyError:
+        return "null key"
+    return "null value" if windows is not None and windows.kind == "sliding" else "null key"
 
 
 def _produce_input(bootstrap: str, topology: Any, spec: str, credentials: security.Credentials) -> None:

@@ -146,7 +146,8 @@ class AppMetrics:
         )
         self.dropped = counter(
             "streamapp_records_dropped",
-            "Records a key-dependent step (grouping, a table) dropped for a null key, by node.",
+            "Records dropped as Kafka Streams drops them: a null key into a key-dependent step (grouping, "
+            "a table), a null value into a sliding-window aggregation; by node.",
             ["node"],
         )
         self.errors = counter("streamapp_errors", "Errors, by kind (query, progress).", ["kind"])

@@ -116,8 +116,11 @@ class _Compiler:
         self.outputs: list[DataFrame] = []
         self.engine = any(_needs_engine(topology, n) for n in topology.nodes)
         self.late: dict[str, Any] = {}
-        #: per table node, the changelog frame a KTable groupBy re-aggregates
-        self.tables: dict[str, frames.RecordFrame] = {}
+        #: per table node, its updates one row each (a table's own frame merges a key's updates
+        #: per micro-batch): what a KTable groupBy re-aggregates, as Kafka Streams forwards every
+        #: update to it (KTableRepartitionMap) — an update that lived only within a micro-batch
+        #: still moved its old value out of its group at its own timestamp
+        self.table_updates: dict[str, frames.RecordFrame] = {}
         #: per table source, its records as read (joins order them with the other side's)
         self.raw_tables: dict[str, frames.RecordFrame] = {}
         self.error_counts: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -177,10 +180,14 @@ class _Compiler:
         """``frame`` without its null-key records, which a key-dependent step (grouping, a table)
         drops as Kafka Streams does; counted per node in an observed metric (Kafka Streams'
         dropped-records), so that the run summary and ``streamapp_records_dropped_total`` show them."""
+        return self._dropping(node, frame, "key")
+
+    def _dropping(self, node: graph.Node, frame: frames.RecordFrame, column: str) -> frames.RecordFrame:
+        """``frame`` without the records whose ``column`` is null, counted as dropped at ``node``."""
         name = f"streamapp_dropped_{len(self.error_counts)}"
         self.error_counts[name] = ("dropped", (node.name,))
-        observed = frame.df.observe(name, F.count_if(F.col("key").isNull()).alias("t0"))
-        return frames.RecordFrame(observed.where(F.col("key").isNotNull()))
+        observed = frame.df.observe(name, F.count_if(F.col(column).isNull()).alias("t0"))
+        return frames.RecordFrame(observed.where(F.col(column).isNotNull()))
 
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
@@ -214,11 +221,16 @@ class _Compiler:
 
         kind = self.topology.kind(node.parents[0]) if node.parents else graph.STREAM
         if isinstance(node, nd.ToTable):
-            return ops.table(self._without_null_keys(node, self._parent(node)))
+            self.table_updates[node.name] = self._without_null_keys(node, self._parent(node))
+            return ops.table(self.table_updates[node.name])
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and kind == graph.TABLE:
-            return self._table_step(node)
+            if node.parents[0] in self.table_updates:
+                updates = self.table_updates[node.parents[0]]
+                self.table_updates[node.name] = self._table_step(node, updates)
+            return self._table_step(node, self._parent(node))
         if isinstance(node, nd.GroupBy) and kind == graph.TABLE:
-            return self._parent(node)  # the aggregation re-keys the table's changelog
+            # The aggregation re-keys the table's updates (its changelog where they are not known).
+            return self.table_updates.get(node.parents[0], self._parent(node))
         if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)) and (
             self.engine or node.windows
         ):
@@ -231,10 +243,11 @@ class _Compiler:
             return self._engine_aggregate(agg, emit="final")
         return None
 
-    def _table_step(self, node: nd.Filter | nd.FilterNot | nd.MapValues) -> frames.RecordFrame:
-        """KTable filter/mapValues on a changelog: a key whose value fails the filter is deleted
-        (tombstone); tombstones pass through untouched and never reach user logic."""
-        parent = self._parent(node)
+    def _table_step(
+        self, node: nd.Filter | nd.FilterNot | nd.MapValues, parent: frames.RecordFrame
+    ) -> frames.RecordFrame:
+        """KTable filter/mapValues on a changelog ``parent``: a key whose value fails the filter is
+        deleted (tombstone); tombstones pass through untouched and never reach user logic."""
         present = frames.RecordFrame(parent.df.where(F.col("value").isNotNull()))
         deleted = parent.df.where(F.col("value").isNull())
         if isinstance(node, nd.MapValues):
@@ -274,6 +287,12 @@ class _Compiler:
         from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
 
         inputs = [self.frames[p] for p in node.parents]
+        if node.windows is None:
+            # Kafka Streams' KStreamAggregate skips a null value: no adder call, no timestamp.
+            # (The struct below is never null, so the aggregation could not tell afterwards.)
+            inputs = [frames.RecordFrame(f.df.where(F.col("value").isNotNull())) for f in inputs]
+        elif node.windows.kind == "sliding":
+            inputs = [self._dropping(node, f, "value") for f in inputs]
         types = [f.df.schema["value"].dataType for f in inputs]
         parts = [
             f._with(
@@ -306,6 +325,10 @@ class _Compiler:
             frame, aggregator = self._cogrouped(node)
         else:
             frame = self._parent(node)
+            if node.windows is not None and node.windows.kind == "sliding":
+                # KStreamSlidingWindowAggregate skips a null value (and counts it in its
+                # dropped-records metric); time and session windows hand it to the aggregator.
+                frame = self._dropping(node, frame, "value")
             aggregator = self._aggregator(node, frame)
         if self.topology.kind(grouped.name) == graph.GROUPED_TABLE:
             assert grouped.selector is not None
@@ -351,7 +374,8 @@ class _Compiler:
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
                 self.raw_tables[node.name] = frame
-                frame = ops.table(self._without_null_keys(node, frame))
+                self.table_updates[node.name] = self._without_null_keys(node, frame)
+                frame = ops.table(self.table_updates[node.name])
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):
             parent = self._parent(node)

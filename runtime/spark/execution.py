@@ -129,7 +129,8 @@ def counted_topics(
 ) -> dict[str, dict[str, int]]:
     """``{"read": …, "written": …, "skipped": …, "dead_lettered": …, "dropped": …}`` (each
     ``{topic: n}``) from one progress's ``observedMetrics``; skipped and dead-lettered records are
-    counted per source topic, records dropped for a null key per node (``{node: n}``)."""
+    counted per source topic, records dropped (a null key, or a null value into sliding windows)
+    per node (``{node: n}``)."""
     counts: dict[str, dict[str, int]] = {
         "read": {},
         "written": {},

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import json
 import os
 import pathlib
 import re
@@ -50,8 +51,10 @@ def _run_streamapp(
     spark: SparkSession, bootstrap: str, scenario: sc.Scenario, limit: int, renames: dict[str, str],
     checkpoint: pathlib.Path,
 ) -> tuple[int, int]:  # fmt: skip
-    """Run one scenario to the end of its input; (micro-batches with input, late records)."""
-    from streamapp.runtime.spark import compiler, kafka_io, runner
+    """Run one scenario to the end of its input; (micro-batches with input, records its windowed
+    aggregations dropped: late, and null values into sliding windows — what Kafka Streams'
+    dropped-records metric counts there)."""
+    from streamapp.runtime.spark import compiler, execution, kafka_io, runner
 
     app = manifest.load_manifest(_with_batch_limit(scenario.manifest(), limit))
     topology = manifest.build_topology(app).rename_topics(renames)
@@ -67,8 +70,16 @@ def _run_streamapp(
     )  # fmt: skip
     query.awaitTermination(600)
     assert query.exception() is None, f"{scenario.name}: {query.exception()}"
-    batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
-    return batches, sum(int(c.value) for c in compiled.late.values())
+    progress = [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
+    batches = sum(1 for p in progress if p["numInputRows"] > 0)
+    observed = {name: nodes for name, (kind, nodes) in compiled.error_counts.items() if kind == "dropped"}
+    dropped = sum(
+        n
+        for p in progress
+        for node, n in execution.counted_topics(p.get("observedMetrics") or {}, observed)["dropped"].items()
+        if node in compiled.late  # at a windowed aggregation, not at the grouping (null keys)
+    )
+    return batches, sum(int(c.value) for c in compiled.late.values()) + dropped
 
 
 def _read_all(bootstrap: str, topics: Iterable[str]) -> dict[str, list[Rec | tuple[Any, ...]]]:

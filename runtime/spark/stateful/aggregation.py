@@ -99,13 +99,15 @@ def cogroup(
     initializer: Callable[[], Any], adders: list[Callable[..., Any]], *, value_type: str
 ) -> Aggregator:
     """Kafka Streams' cogroup: records arrive as ``{"src": i, "v<i>": value}`` (one struct type for
-    all the grouped streams) and are folded in by their stream's adder; null values are skipped."""
+    all the grouped streams) and are folded in by their stream's adder. As in Kafka Streams, a
+    windowed cogroup hands a null value to the adder (the adder decides what it means); a
+    non-windowed one never sees it (the compiler drops such records before, as KStreamAggregate
+    skips them)."""
     users = [_user(a) for a in adders]
 
     def add(key: Any, value: Any, agg: Any, ts: int) -> Any:
         src = value["src"]
-        inner = value[f"v{src}"]
-        return agg if inner is None else users[src](key, inner, agg, ts)
+        return users[src](key, value[f"v{src}"], agg, ts)
 
     return Aggregator(initial=initializer, add=add, value_type=value_type)
 

@@ -196,6 +196,35 @@ def _table_rows(frame: RecordFrame) -> DataFrame:
     return engine.run(rows, "key", step, schema)
 
 
+def _table_changes(frame: RecordFrame) -> DataFrame:
+    """Every update of a table from its changelog ``frame``, one row each, as Kafka Streams'
+    KTableSource forwards them: the new value, the value it replaces, the record's timestamp. A
+    delete of a key that does not exist changes nothing. Unlike :func:`_table_rows`, updates of a
+    key within one micro-batch are not merged: a re-grouping aggregation sees the group each
+    intermediate value mapped to, and its timestamp (same state as :func:`_table_rows`)."""
+    rows = engine.input_rows(frame)
+
+    def step(key: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
+        batch = engine.ordered(batch)
+        out: dict[str, list[Any]] = {c: [] for c in ("key", "value", "old", "ts", "partition", "offset")}
+        columns = (engine.pylist(batch["value"]), batch["ts"].tolist(), batch["partition"].tolist())
+        for new, ts, part, offset in zip(*columns, batch["offset"].tolist(), strict=True):
+            old = state[0] if state is not None else None
+            if new is None and old is None:
+                continue  # deleting a key that does not exist changes nothing
+            for column, item in zip(out, (key, new, old, ts, part, offset), strict=True):
+                out[column].append(item)
+            state = None if new is None else (new, int(ts))
+        return state, pd.DataFrame(out)
+
+    value_type = _type(rows, "value")
+    schema = (
+        f"key {_type(rows, 'key')}, value {value_type}, old {value_type}, ts bigint, "
+        "partition int, offset bigint"
+    )
+    return engine.run(rows, "key", step, schema)
+
+
 def table(frame: RecordFrame) -> RecordFrame:
     """``builder.table(topic)``: latest value per key from a changelog; a null value deletes the
     key. Output is the table's changelog: per key and micro-batch an update or a tombstone,
@@ -211,7 +240,9 @@ def table_aggregate(
     group it mapped to and the new value added to its (possibly different) group."""
     if aggregator.subtract is None:
         raise ValueError("a KTable-grouped aggregation needs a subtractor")
-    changes = _table_rows(frame)
+    # Each update on its own (Kafka Streams' KTableRepartitionMap): a value that lived only
+    # within a micro-batch still moved through its group, and its timestamp counts there.
+    changes = _table_changes(frame)
     base = [
         F.col("key"),
         F.timestamp_millis("ts").alias("timestamp"),

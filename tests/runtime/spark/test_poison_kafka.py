@@ -257,3 +257,69 @@ def test_null_keys_into_key_dependent_steps_are_dropped_and_counted_per_step(
     summary = apps._summary(app)
     assert f"dropped           2 record(s)  at {grouping[0]} (null key)" in summary, summary
     assert "3 dropped for a null key" in summary, summary
+
+
+def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_null_values(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """A table both written out and re-grouped drops its null key once (one count, not one per
+    reader); a re-grouping sees every update, also two of a key within one micro-batch; a
+    sliding-window aggregation skips a null value and counts it as dropped, as Kafka Streams'
+    KStreamSlidingWindowAggregate does (time windows hand it to the aggregator instead)."""
+    from streamapp.runtime.topology import SlidingWindows
+    from streamapp.runtime.cli import apps
+    from streamapp.runtime.topology import nodes as nd
+
+    prices, clicks, latest, by_price, windows = (new_topic(1) for _ in range(5))
+    admin.produce(
+        kafka_bootstrap,
+        prices,
+        [
+            _rec(b"x", _long(10), T0 + 1),
+            admin.Record(None, _long(11), timestamp=T0 + 2, partition=0),
+            _rec(b"x", _long(12), T0 + 3),  # x leaves group 10 at T0 + 3, in the same batch
+            _rec(b"y", _long(10), T0 + 4),
+        ],
+    )
+    admin.produce(
+        kafka_bootstrap,
+        clicks,
+        [
+            _rec(b"a", b"1", T0 + 1000),
+            admin.Record(b"a", None, timestamp=T0 + 2000, partition=0),
+            _rec(b"a", b"3", T0 + 3000),
+        ],
+    )
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.Long())
+    table = b.table(prices)
+    table.to_stream().to(latest)
+    table.group_by("cast(value as string)").count().to_stream().to(by_price)
+    sliding = SlidingWindows.of_time_difference_and_grace(10_000, 0)
+    b.stream(clicks, value_serde=Serdes.String()).group_by_key().windowed_by(sliding).count().to_stream().to(
+        windows
+    )
+    topology = b.build()
+    app = _run(spark, kafka_bootstrap, topology, tmp_path / "checkpoint", "at_least_once")
+
+    def final(topic: str) -> dict[str, tuple[int, int]]:
+        records = admin.consume(kafka_bootstrap, topic, idle=2.0, timeout=60)
+        return {
+            (r.key or b"").decode(): (int.from_bytes(r.value or b"", "big"), r.timestamp) for r in records
+        }
+
+    assert final(latest) == {"x": (12, T0 + 3), "y": (10, T0 + 4)}
+    # Group "10": x added at T0 + 1, taken out at T0 + 3, y added at T0 + 4.
+    assert final(by_price) == {"10": (1, T0 + 4), "12": (1, T0 + 3)}
+    # a's windows from the records at 1 s and 3 s only: its left windows and the right window of
+    # the first (the null value at 2 s opens none).
+    a1, a3 = T0 + 1000, T0 + 3000
+    assert {k: v for k, (v, _) in final(windows).items()} == {
+        f"a@{a1 - 10_000}/{a1}": 1,
+        f"a@{a3 - 10_000}/{a3}": 2,
+        f"a@{a1 + 1}/{a1 + 1 + 10_000}": 1,
+    }
+    source = next(n.name for n in topology.nodes if isinstance(n, nd.Source) and prices in n.topics)
+    counter = next(n.name for n in topology.nodes if isinstance(n, nd.Count) and n.windows is not None)
+    assert app.progress.dropped_by_node == {source: 1, counter: 1}, app.progress
+    summary = apps._summary(app)
+    assert f"at {counter} (null value)" in summary and f"at {source} (null key)" in summary, summary

@@ -104,25 +104,42 @@ public final class Scenarios {
         io);
   }
 
+  /** The manifest's declarative {@code sum}: a windowed aggregation hands a null value to the
+   * aggregator, which adds nothing for it (SQL's sum skips nulls); the record still opens its
+   * windows, moves stream time and the window's timestamp, as any record does in Kafka Streams. */
   public static void hoppingSum(StreamsBuilder b, Oracle.Io io) {
     windowed(
-        byKey(present(stream(b, io.in(0))))
+        byKey(keyed(stream(b, io.in(0))))
             .windowedBy(
                 TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(3))
                     .advanceBy(Duration.ofSeconds(5)))
-            .aggregate(() -> 0L, (k, v, agg) -> agg + num(v), Materialized.with(S, L)),
+            .aggregate(() -> 0L, (k, v, agg) -> v == null ? agg : agg + num(v), Materialized.with(S, L)),
         io);
   }
 
+  /** A windowed cogroup hands null values to the adders (as conformance_functions' do, these add
+   * nothing for them). */
   public static void cogroupWindowed(StreamsBuilder b, Oracle.Io io) {
-    KGroupedStream<String, String> first = byKey(present(stream(b, io.in(0))));
-    KGroupedStream<String, String> second = byKey(present(stream(b, io.in(1))));
+    KGroupedStream<String, String> first = byKey(keyed(stream(b, io.in(0))));
+    KGroupedStream<String, String> second = byKey(keyed(stream(b, io.in(1))));
     windowed(
-        first.<Long>cogroup((k, v, agg) -> agg + num(v))
-            .cogroup(second, (k, v, agg) -> agg + 10 * num(v))
+        first.<Long>cogroup((k, v, agg) -> v == null ? agg : agg + num(v))
+            .cogroup(second, (k, v, agg) -> v == null ? agg : agg + 10 * num(v))
             .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)))
             .aggregate(() -> 0L, Materialized.with(S, L)),
         io);
+  }
+
+  /** A cogroup without windows: Kafka Streams' KStreamAggregate skips null values (no adder call,
+   * no timestamp), so the adders never see one. */
+  public static void cogroupByKey(StreamsBuilder b, Oracle.Io io) {
+    KGroupedStream<String, String> first = byKey(stream(b, io.in(0)));
+    KGroupedStream<String, String> second = byKey(stream(b, io.in(1)));
+    first.<Long>cogroup((k, v, agg) -> agg + num(v))
+        .cogroup(second, (k, v, agg) -> agg + 10 * num(v))
+        .aggregate(() -> 0L, Materialized.with(S, L))
+        .toStream()
+        .to(io.output(), Produced.with(S, L));
   }
 
   // -- tables -----------------------------------------------------------------------------------
