@@ -266,8 +266,8 @@ def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_n
     reader); a re-grouping sees every update, also two of a key within one micro-batch; a
     sliding-window aggregation skips a null value and counts it as dropped, as Kafka Streams'
     KStreamSlidingWindowAggregate does (time windows hand it to the aggregator instead)."""
-    from streamapp.runtime.topology import SlidingWindows
     from streamapp.runtime.cli import apps
+    from streamapp.runtime.topology import SlidingWindows
     from streamapp.runtime.topology import nodes as nd
 
     prices, clicks, latest, by_price, windows = (new_topic(1) for _ in range(5))
