@@ -145,12 +145,9 @@ def _windowed_count(window: str, emit: str) -> str:
 #: Scenarios where StreamApp is known to disagree with Kafka Streams today: open defects of issue 12,
 #: not excuses. Their mismatches are printed and counted apart, and the suite fails when one of them
 #: stops disagreeing (then delete its entry) or when any other scenario disagrees at all. Found by
-#: the full suite on 2026-11-23 (24 scenarios, 241 mismatches in 7); hoppingSum, slidingSuppress,
-#: slidingFinal and tableGroupBySubtractor fixed on 2026-11-25.
+#: the full suite on 2026-11-23 (24 scenarios, 241 mismatches in 7); hoppingSum, the three sliding
+#: scenarios and tableGroupBySubtractor fixed on 2026-11-25.
 OPEN_DEFECTS = {
-    "slidingUpdates": "the late count only (outputs agree): Kafka Streams counts a late record once per "
-    "expired window it finds in its window store (kept for 2 x timeDifference + grace of the store's "
-    "own stream time) and StreamApp once per expired window among the records it keeps (33 vs 35)",
     "cogroupWindowed": "lateness after a merge of two inputs depends on batch boundaries (late count 22/17 "
     "vs 13): each micro-batch is merged by head timestamp on its own, while Kafka Streams merges the "
     "whole of both partitions",

@@ -158,8 +158,11 @@ def _sliding(
     key: Any, value: Any, ts: int, stream_time: int, where: tuple[int | None, int | None],
 ) -> None:  # fmt: skip
     d = spec.size
+    # Late records are counted as Kafka Streams counts them (see _SlidingStore), the output is
+    # computed from the records below.
+    for start, end in _SlidingStore(spec, state).drops(key, ts, stream_time):
+        batch.late.append(("late", key, start, end, None, ts, *where))
     if ts + 1 + d + spec.grace <= stream_time:  # no window of this record can be open any more
-        batch.late.append(("late", key, ts - d, ts, None, ts, *where))
         return
     records: list[tuple[int, int, Any]] = state["r"].setdefault(key, [])
     records.append((ts, state["seq"], value))
@@ -174,8 +177,6 @@ def _sliding(
     for start, end in sorted(candidates):
         # Sliding windows include their end: Kafka keeps a window while end >= stream time - grace.
         if end + spec.grace < stream_time:
-            if start <= ts <= end:
-                batch.late.append(("late", key, start, end, None, ts, *where))
             continue
         inside = sorted((r for r in records if start <= r[0] <= end), key=lambda r: (r[0], r[1]))
         if not inside:
@@ -184,6 +185,92 @@ def _sliding(
         max_ts = max(r[0] for r in inside)
         _open(spec, state, (key, start, end), [result, max_ts])
         batch.update((key, start, end), agg.result(result), max_ts)
+
+
+class _SlidingStore:
+    """Which windows Kafka Streams' sliding-window aggregation would find, create and refuse.
+
+    KStreamSlidingWindowAggregate counts a dropped record each time it would update a window that
+    has closed: the record's own windows, but also every closed window still in its window store
+    that contains the record. Which windows are there depends on how it created them (a left
+    window per record, a right window only when a later record falls in it, a closed window never
+    written) and on the store's retention: a window is found only while its start is at least
+    ``2 * timeDifference + grace`` before the latest start ever written to the store (the task's).
+    This keeps that bookkeeping — per key, window start → max record timestamp — so that the late
+    count is Kafka Streams' whatever the order of records; the aggregates themselves are computed
+    from the records (:func:`_sliding`). State: ``state["k"] = {"t": latest start, "w": {...}}``.
+    """
+
+    def __init__(self, spec: Windows, state: dict[str, Any]) -> None:
+        self.d, self.grace = spec.size, spec.grace
+        self.retention = 2 * spec.size + spec.grace
+        self.store: dict[str, Any] = state.setdefault("k", {"t": None, "w": {}})
+
+    def _put(self, key: Any, start: int, max_ts: int) -> None:
+        self.store["w"].setdefault(key, {})[start] = max_ts
+        latest = self.store["t"]
+        if latest is None or start > latest:
+            self.store["t"] = start
+        # Windows before the horizon are never found again (the latest start only grows): forget
+        # them, every half retention (fetches skip them anyway, see drops).
+        horizon = self.store["t"] - self.retention + 1
+        if horizon - self.store.setdefault("p", horizon) >= self.retention // 2:
+            self.store["p"] = horizon
+            for k in list(self.store["w"]):
+                kept = {s: m for s, m in self.store["w"][k].items() if s >= horizon}
+                if kept:
+                    self.store["w"][k] = kept
+                else:
+                    del self.store["w"][k]
+
+    def drops(self, key: Any, ts: int, stream_time: int) -> list[tuple[int, int]]:
+        """The closed windows (start, end) record ``ts`` would update: each is a dropped record."""
+        d, close = self.d, stream_time - self.grace
+        if ts + d < close:
+            return [(ts - d, ts)]
+        drops: list[tuple[int, int]] = []
+
+        def update(start: int, max_ts: int | None) -> None:
+            if start + d >= close:
+                self._put(key, start, ts if max_ts is None else max(ts, max_ts))
+            else:
+                drops.append((start, start + d))
+
+        latest = self.store["t"]
+        low = ts - 2 * d if latest is None else max(ts - 2 * d, latest - self.retention + 1)
+        found = sorted(
+            ((s, m) for s, m in self.store["w"].get(key, {}).items() if low <= s <= ts + 1), reverse=True
+        )
+        starts: set[int] = set()
+        right: int | None = None  # the max timestamp of the latest window containing ts and ending after it
+        left_created = right_created = False
+        previous: int | None = None
+        for start, max_ts in found:  # newest first, as its reverse iterator
+            starts.add(start)
+            end = start + d
+            if start == ts + 1:
+                right_created = True
+            elif end > ts:
+                if right is None:
+                    right = max_ts
+                update(start, max_ts)
+            elif end == ts:
+                left_created = True
+                update(start, max_ts)
+                if max_ts < ts:
+                    previous = max_ts
+                else:
+                    return drops
+            else:
+                previous = max_ts
+                break
+        if previous is not None and previous + 1 not in starts and previous + 1 + d >= ts:
+            update(previous + 1, None)  # the previous record's right window, new
+        if not left_created:
+            update(ts - d, None)
+        if not right_created and right is not None and right > ts:
+            self._put(key, ts + 1, right)  # written closed or not, as Kafka Streams does
+        return drops
 
 
 def _session(

@@ -81,6 +81,18 @@ def test_sliding_windows_follow_record_timestamps() -> None:
     assert _late(out) == [(-2_000, 3_000, 3_000)]
 
 
+def test_a_late_sliding_record_counts_each_closed_window_kafka_streams_would_update() -> None:
+    """16.5 s arrives at stream time 21 s (grace 0): its left window [11.5, 16.5] has closed, and
+    so has the right window of 14 s ([14.001, 19.001]) that Kafka Streams would create for it —
+    two dropped-records, as KStreamSlidingWindowAggregate counts (the conformance suite's
+    slidingUpdates found 33 vs 35 when only the record's own windows were counted)."""
+    spec = Windows.sliding(5_000, grace=0)
+    out = _run(spec, "updates", [10_000, 14_000, 21_000, 16_500])
+    assert sorted(_late(out)) == [(11_500, 16_500, 16_500), (14_001, 19_001, 16_500)]
+    # It still joins the window that is open, 21 s's left window, and opens its own right one.
+    assert _table(out)[16_000, 21_000] == 2 and _table(out)[16_501, 21_501] == 1
+
+
 def test_session_merges_when_a_bridging_record_arrives() -> None:
     spec = Windows.session(6_000, grace=10_000)
     out = _run(spec, "updates", [1_000, 12_000, 6_000, 40_000, 2_000])
