@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import json
 import os
 import pathlib
 import re
@@ -51,35 +50,28 @@ def _run_streamapp(
     spark: SparkSession, bootstrap: str, scenario: sc.Scenario, limit: int, renames: dict[str, str],
     checkpoint: pathlib.Path,
 ) -> tuple[int, int]:  # fmt: skip
-    """Run one scenario to the end of its input; (micro-batches with input, records its windowed
-    aggregations dropped: late, and null values into sliding windows — what Kafka Streams'
-    dropped-records metric counts there)."""
-    from streamapp.runtime.spark import compiler, execution, kafka_io, runner
+    """Run one scenario to the end of its input, through the public API (as a user would); returns
+    (micro-batches with input, records its windowed aggregations dropped: late, and null values
+    into sliding windows — what Kafka Streams' dropped-records metric counts there)."""
+    from streamapp.runtime import StreamApp, StreamsConfig
 
-    app = manifest.load_manifest(_with_batch_limit(scenario.manifest(), limit))
-    topology = manifest.build_topology(app).rename_topics(renames)
-    compiled = compiler.compile_topology(
-        topology,
-        read=lambda topics, max_offsets_per_trigger=None: kafka_io.read_stream(
-            spark, bootstrap=bootstrap, topics=topics, max_offsets_per_trigger=max_offsets_per_trigger
-        ),
+    doc = manifest.load_manifest(_with_batch_limit(scenario.manifest(), limit))
+    topology = manifest.build_topology(doc).rename_topics(renames)
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        application_id=f"conformance-{scenario.name}-{limit}",
+        drain=True,
     )
-    query = runner.start_kafka(
-        compiled.plan, bootstrap=bootstrap, checkpoint=str(checkpoint),
-        trigger=runner.Trigger("available-now"), output_mode=compiled.output_mode,
-    )  # fmt: skip
-    query.awaitTermination(600)
-    assert query.exception() is None, f"{scenario.name}: {query.exception()}"
-    progress = [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
-    batches = sum(1 for p in progress if p["numInputRows"] > 0)
-    observed = {name: nodes for name, (kind, nodes) in compiled.error_counts.items() if kind == "dropped"}
-    dropped = sum(
-        n
-        for p in progress
-        for node, n in execution.counted_topics(p.get("observedMetrics") or {}, observed)["dropped"].items()
-        if node in compiled.late  # at a windowed aggregation, not at the grouping (null keys)
-    )
-    return batches, sum(int(c.value) for c in compiled.late.values()) + dropped
+    app = StreamApp(topology, config, spark=spark)
+    with_input: list[int] = []
+    app.on_progress(lambda _progress, raw: with_input.append(1) if raw["numInputRows"] > 0 else None)
+    app.start()
+    assert app.await_termination(600), f"{scenario.name}: still running after 600 s"
+    assert app.error is None, f"{scenario.name}: {app.error}"
+    progress = app.progress
+    dropped = sum(n for node, n in progress.dropped_by_node.items() if node in progress.late_by_node)
+    return len(with_input), progress.late + dropped
 
 
 def _read_all(bootstrap: str, topics: Iterable[str]) -> dict[str, list[Rec | tuple[Any, ...]]]:
