@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
+import pathlib
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
@@ -30,6 +33,40 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     print(f"Kafka {artifacts.KAFKA_VERSION} broker: {len(broker)} jars")
     print(f"spark-sql-kafka-0-10 {artifacts.spark_version()}: {len(connector)} jars")
     print(f"cache: {artifacts.cache_dir()}")
+    return _class_data_archive(connector)
+
+
+def _class_data_archive(connector: list[Any]) -> int:
+    """Write the driver's class-data archive (streamapp.runtime.spark.cds) by running the word count
+    once on an embedded broker, unless this JDK and class path have one."""
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from streamapp.runtime.spark import cds, jvm_sink  # noqa: PLC0415
+
+    path = cds.archive([*connector, jvm_sink.jar()])
+    if path.is_file():
+        print(f"class-data archive: {path} ({path.stat().st_size >> 20} MB, cached)")
+        return 0
+    began = time.monotonic()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="streamapp-cds-") as work:
+        lines = pathlib.Path(work) / "lines.txt"
+        lines.write_text("the stream of words\nstreams and tables, streams and TABLES\n")
+        partial = path.with_suffix(".partial")
+        env = {**os.environ, cds.DUMP_ENV: str(partial)}
+        command = [sys.executable, "-m", "streamapp.runtime.cli", "run", "wordcount"]
+        command += ["--input", f"text-lines={lines}", "--until-idle", "2"]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not partial.is_file():
+            print(done.stdout[-2000:] + done.stderr[-2000:])
+            print("setup: writing the class-data archive failed (above); streamapp works without it")
+            partial.unlink(missing_ok=True)
+            return 1
+        partial.replace(path)
+    took = time.monotonic() - began
+    print(f"class-data archive: wrote {path} ({path.stat().st_size >> 20} MB) in {took:.0f} s")
     return 0
 
 

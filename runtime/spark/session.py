@@ -16,7 +16,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamapp.runtime.embedded import artifacts
-from streamapp.runtime.spark import jvm_output, jvm_sink
+from streamapp.runtime.spark import cds, jvm_output, jvm_sink
 
 __all__ = [
     "DEFAULT_DRIVER_MEMORY",
@@ -86,11 +86,50 @@ def build_session(
         # driver's Service): the same Pod command then runs on a laptop with a local master.
         merged.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     merged.update(conf or {})
+    launching = SparkContext._gateway is None
+    cds_log = None
+    if launching:  # the driver's JVM starts now: from the class-data archive, when there is one
+        extra = [*artifacts.spark_kafka_connector_jars(), jvm_sink.jar()]
+        options, cds_log = cds.java_options(extra)
+        key = "spark.driver.extraJavaOptions"
+        without_archive = merged.get(key, "")
+        if options:
+            merged[key] = " ".join([without_archive, *options]).strip()
+        elif not os.environ.get(cds.DUMP_ENV) and (old := cds.stale(cds.archive(extra))):
+            print(
+                f"streamapp: the class-data archive {old[0]} was written for another JDK or Spark: "
+                "start-up takes a few seconds longer until `streamapp setup` (make setup) writes "
+                "this one's",
+                flush=True,
+            )
     for key, value in merged.items():
         builder = builder.config(key, value)
-    if SparkContext._gateway is None:  # the JVM is launched now: it gets a filtered stderr
-        with jvm_output.filtered_jvm_stderr():
-            session = builder.getOrCreate()
+    if launching:  # the JVM is launched now: it gets a filtered stderr
+        try:
+            with jvm_output.filtered_jvm_stderr():
+                session = builder.getOrCreate()
+        except Exception as exc:
+            if cds_log is None:
+                raise
+            # A damaged archive can crash the JVM as it maps it: start without it, and say so.
+            cds.archive(extra).unlink(missing_ok=True)
+            cds.check(cds_log)
+            cds_log = None
+            print(
+                f"streamapp: Spark did not start with the class-data archive ({str(exc)[:120]}); removed "
+                "it and started without: `streamapp setup` (make setup) writes it again",
+                flush=True,
+            )
+            builder = builder.config("spark.driver.extraJavaOptions", without_archive)
+            with jvm_output.filtered_jvm_stderr():
+                session = builder.getOrCreate()
+        if (refused := cds.check(cds_log)) is not None:
+            cds.archive(extra).unlink(missing_ok=True)
+            print(
+                f"streamapp: the JVM refused the class-data archive ({refused}); removed it: start-up "
+                "takes a few seconds longer until `streamapp setup` (make setup) writes it again",
+                flush=True,
+            )
     else:
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
