@@ -33,7 +33,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     print(f"Kafka {artifacts.KAFKA_VERSION} broker: {len(broker)} jars")
     print(f"spark-sql-kafka-0-10 {artifacts.spark_version()}: {len(connector)} jars")
     print(f"cache: {artifacts.cache_dir()}")
-    return _class_data_archive(connector)
+    return _class_data_archive(connector) if args.class_data_archive else 0
 
 
 def _class_data_archive(connector: list[Any]) -> int:
@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     setup = sub.add_parser("setup", help="download the Kafka broker and Spark's Kafka connector (cached)")
+    setup.add_argument(
+        "--class-data-archive",
+        action="store_true",
+        help="also write the driver's class-data archive (about 30 s once; faster start-ups after)",
+    )
     setup.set_defaults(func=_cmd_setup)
 
     demo = sub.add_parser("demo", help="word count on a real broker and a real Spark query, shown live")

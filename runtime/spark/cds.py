@@ -11,12 +11,12 @@ The archive is only valid for the JDK and the class path it was written with. It
 carries a digest of both (the JDK's ``release`` file, the pyspark version and jars, the jars
 StreamApp adds) and of the launch context (the folders Spark's launcher puts first on the class
 path), so a changed JDK or Spark never meets an old archive: it finds none, and an archive left
-for other inputs in the same context is reported as stale. ``streamapp setup`` (``make setup``)
-writes one for a plain launch (``streamapp run``, the demo, the tests) into the virtual
-environment (``<venv>/share/streamapp``); a driver Pod (its own context) has none yet, nor does
-the runtime image. A JVM that still refuses the archive says why in the log this module reads
-back (:func:`check`), and the archive is removed: nothing is ignored silently. Executors are
-separate JVMs on another class path: they do not use it.
+for other inputs in the same context is reported as stale. ``make setup`` (``streamapp setup
+--class-data-archive``) writes one for a plain launch (``streamapp run``, the demo, the tests)
+into the virtual environment (``<venv>/share/streamapp``); a driver Pod (its own context) has
+none yet, nor does the runtime image. A JVM that still refuses the archive says why in the log
+this module reads back (:func:`check`), and the archive is removed: nothing is ignored silently.
+Executors are separate JVMs on another class path: they do not use it.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ DEFAULT_SHUFFLE_PARTITIONS = 2
 #: Heap of a local driver; the operator sets the driver Pod's own (STREAMAPP_DRIVER_MEMORY).
 DEFAULT_DRIVER_MEMORY = "2g"
 
+#: What writes the driver's class-data archive (see :mod:`.cds`).
+_REWRITE = "`make setup` (streamapp setup --class-data-archive)"
 _LOG4J2 = pathlib.Path(__file__).with_name("log4j2.properties")
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: Spark's default (secret|password|token|access key) plus the Kafka options that carry a private
@@ -98,8 +100,7 @@ def build_session(
         elif not os.environ.get(cds.DUMP_ENV) and (old := cds.stale(cds.archive(extra))):
             print(
                 f"streamapp: the class-data archive {old[0]} was written for another JDK or Spark: "
-                "start-up takes a few seconds longer until `streamapp setup` (make setup) writes "
-                "this one's",
+                f"start-up takes a few seconds longer until {_REWRITE} writes this one's",
                 flush=True,
             )
     for key, value in merged.items():
@@ -117,7 +118,7 @@ def build_session(
             cds_log = None
             print(
                 f"streamapp: Spark did not start with the class-data archive ({str(exc)[:120]}); removed "
-                "it and started without: `streamapp setup` (make setup) writes it again",
+                f"it and started without: {_REWRITE} writes it again",
                 flush=True,
             )
             builder = builder.config("spark.driver.extraJavaOptions", without_archive)
@@ -127,7 +128,7 @@ def build_session(
             cds.archive(extra).unlink(missing_ok=True)
             print(
                 f"streamapp: the JVM refused the class-data archive ({refused}); removed it: start-up "
-                "takes a few seconds longer until `streamapp setup` (make setup) writes it again",
+                f"takes a few seconds longer until {_REWRITE} writes it again",
                 flush=True,
             )
     else:
