@@ -10,7 +10,8 @@ a user can also run on a laptop next to ``cluster.py up``:
     python e2e/node_agent.py --kubeconfig /tmp/c/kubeconfig --node agent-0 --dir /tmp/agent
 
 What a container is here, honestly:
-- **Filesystem**: this machine's, not the image's (no image runtime yet): every container runs
+- **Filesystem**: this machine's, not the image's (``make images`` builds the runtime image, but
+  this agent has no image runtime yet): every container runs
   from the project's environment (the venv that runs the agent; ``SPARK_HOME`` its pyspark). The
   log says so per container. A container without ``command`` runs the runtime image's entrypoint
   (``spark_entrypoint.py``, Spark's executor entrypoint restated).
@@ -308,7 +309,8 @@ class NodeAgent:
         self.register()
         self.log(
             "containers run as local processes from the project's environment "
-            f"({sys.prefix}); the runtime image is not built yet, so no image filesystem is used"
+            f"({sys.prefix}), not from the runtime image's filesystem (make images builds the image; "
+            "this agent has no image runtime yet)"
         )
         last_beat = time.monotonic()
         while not self.stopping.is_set():
