@@ -168,7 +168,7 @@ def _execute(app: Any, lease: Any = None) -> int:
 
     name = app.application_id
     topology = app.topology
-    print(f"starting Spark for {name!r} (first start takes about 10 s) …", flush=True)
+    print(f"starting Spark for {name!r} (takes 4-10 s) …", flush=True)
     began = time.monotonic()
     app.on_progress(_late_reporter(name))
     app.on_progress(_first_batch_reporter(name, began))
