@@ -79,7 +79,10 @@ def generate(seed: str, topic: int) -> list[admin.Record]:
     rng = random.Random(f"{seed}/{topic}")
     clock = T0 + 1000 * rng.randrange(10)
     out = []
-    for _ in range(RECORDS):
+    for n in range(RECORDS):
+        if n in PROBES:
+            clock = _probe(rng, clock, out)
+            continue
         # Quarter seconds: records land exactly on window ends and grace limits often enough that
         # an off-by-one there (< for <=) changes the output.
         clock += 250 * rng.randrange(11)
@@ -108,6 +111,27 @@ def generate(seed: str, topic: int) -> list[admin.Record]:
             )
         )
     return out
+
+
+#: Where :func:`generate` puts a grace-boundary probe instead of a random record (see _probe).
+PROBES = (40, 80)
+#: The window ends and grace the probes aim at: every 20 s is the end of a tumbling 10 s window
+#: and of a hopping (10 s, advance 4 s) one; the windowed counts' grace is 5 s.
+PROBE_EVERY, PROBE_GRACE = 20_000, 5_000
+
+
+def _probe(rng: random.Random, clock: int, out: list[admin.Record]) -> int:
+    """Two records of one key: the first moves its task's stream time to exactly ``end + grace``
+    of a window (``end`` a multiple of :data:`PROBE_EVERY` ahead of the clock), the second falls in
+    that window, 250 ms before its end. Kafka Streams drops it (``end + grace <= stream time``): an
+    off-by-one in the grace check (``<`` for ``<=``) lets it in, and the counts differ. Returns the
+    new clock."""
+    end = (clock // PROBE_EVERY + 2) * PROBE_EVERY
+    key = rng.choice(KEYS)
+    partition = KEYS.index(key) % PARTITIONS
+    for ts in (end + PROBE_GRACE, end - 250):
+        out.append(admin.Record(key=key.encode(), value=b"7", timestamp=ts, partition=partition))
+    return end + PROBE_GRACE
 
 
 #: Measured on this suite's input (tumblingFinal's seed, one topic, both in one JVM): Kafka
