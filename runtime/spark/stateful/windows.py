@@ -157,62 +157,44 @@ def _sliding(
     spec: Windows, agg: Aggregator, state: dict[str, Any], batch: _Batch,
     key: Any, value: Any, ts: int, stream_time: int, where: tuple[int | None, int | None],
 ) -> None:  # fmt: skip
-    d = spec.size
-    # Late records are counted as Kafka Streams counts them (see _SlidingStore), the output is
-    # computed from the records below.
-    for start, end in _SlidingStore(spec, state).drops(key, ts, stream_time):
+    store = _SlidingStore(spec, agg, state)
+    for start, end in store.process(key, value, ts, stream_time, batch):
         batch.late.append(("late", key, start, end, None, ts, *where))
-    if ts + 1 + d + spec.grace <= stream_time:  # no window of this record can be open any more
-        return
-    records: list[tuple[int, int, Any]] = state["r"].setdefault(key, [])
-    records.append((ts, state["seq"], value))
-    # Only records eviction would keep (see _close), whatever the batch boundaries.
-    others = [r[0] for r in records[:-1] if _kept(spec, r[0], stream_time)]
-    # Every window that contains the new record or comes into existence because of it.
-    candidates = {(ts - d, ts)}
-    if any(ts < u <= ts + 1 + d for u in others):
-        candidates.add((ts + 1, ts + 1 + d))  # the new record's right window, if not empty
-    candidates.update((s + 1, s + 1 + d) for s in others if ts - d - 1 <= s < ts)  # earlier right windows
-    candidates.update((u - d, u) for u in others if ts < u <= ts + d)  # later records' left windows
-    for start, end in sorted(candidates):
-        # Sliding windows include their end: Kafka keeps a window while end >= stream time - grace.
-        if end + spec.grace < stream_time:
-            continue
-        inside = sorted((r for r in records if start <= r[0] <= end), key=lambda r: (r[0], r[1]))
-        if not inside:
-            continue
-        result = agg.fold(key, [(r[0], r[2]) for r in inside])
-        max_ts = max(r[0] for r in inside)
-        _open(spec, state, (key, start, end), [result, max_ts])
-        batch.update((key, start, end), agg.result(result), max_ts)
 
 
 class _SlidingStore:
-    """Which windows Kafka Streams' sliding-window aggregation would find, create and refuse.
+    """Kafka Streams' sliding-window aggregation (KStreamSlidingWindowAggregate), over a model of
+    its window store: per key, window start → ``[aggregate, max timestamp]``.
 
-    KStreamSlidingWindowAggregate counts a dropped record each time it would update a window that
-    has closed: the record's own windows, but also every closed window still in its window store
-    that contains the record. Which windows are there depends on how it created them (a left
-    window per record, a right window only when a later record falls in it, a closed window never
-    written) and on the store's retention: a window is found only while its start is at least
-    ``2 * timeDifference + grace`` before the latest start ever written to the store (the task's).
-    This keeps that bookkeeping — per key, window start → max record timestamp — so that the late
-    count is Kafka Streams' whatever the order of records; the aggregates themselves are computed
-    from the records (:func:`_sliding`). State: ``state["k"] = {"t": latest start, "w": {...}}``.
+    Its results are not a function of the records in a window alone: a new left window starts
+    from the aggregate of the window found just before it, a right window is a copy of the window
+    that contains the record, and a window that was closed when it would have been created is
+    never written — so a record that came too late for its own left window is missing from a later
+    window that does contain it (found by the conformance suite's grace probes: 1, not 2). Each
+    update of a closed window is a dropped record (late), also for closed windows still in the
+    store; a window is found only while its start is at least ``2 * timeDifference + grace``
+    before the latest start ever written (the store's retention, task-wide). This follows the
+    algorithm step by step (processReverse, createWindows), so output and late count are Kafka
+    Streams' whatever the order of records. State: ``state["k"] = {"t": latest start, "w": …}``.
     """
 
-    def __init__(self, spec: Windows, state: dict[str, Any]) -> None:
+    def __init__(self, spec: Windows, agg: Aggregator, state: dict[str, Any]) -> None:
+        self.spec, self.agg, self.state = spec, agg, state
         self.d, self.grace = spec.size, spec.grace
         self.retention = 2 * spec.size + spec.grace
         self.store: dict[str, Any] = state.setdefault("k", {"t": None, "w": {}})
 
-    def _put(self, key: Any, start: int, max_ts: int) -> None:
-        self.store["w"].setdefault(key, {})[start] = max_ts
+    def _put(self, key: Any, start: int, slot: list[Any], batch: _Batch, stream_time: int) -> None:
+        self.store["w"].setdefault(key, {})[start] = slot
+        window = (key, start, start + self.d)
+        batch.update(window, self.agg.result(slot[0]), slot[1])
+        if start + self.d + self.grace >= stream_time:  # open: emit-final will emit it
+            _open(self.spec, self.state, window, slot)
         latest = self.store["t"]
         if latest is None or start > latest:
             self.store["t"] = start
         # Windows before the horizon are never found again (the latest start only grows): forget
-        # them, every half retention (fetches skip them anyway, see drops).
+        # them, every half retention (fetches skip them anyway, see process).
         horizon = self.store["t"] - self.retention + 1
         if horizon - self.store.setdefault("p", horizon) >= self.retention // 2:
             self.store["p"] = horizon
@@ -223,53 +205,60 @@ class _SlidingStore:
                 else:
                     del self.store["w"][k]
 
-    def drops(self, key: Any, ts: int, stream_time: int) -> list[tuple[int, int]]:
-        """The closed windows (start, end) record ``ts`` would update: each is a dropped record."""
+    def process(
+        self, key: Any, value: Any, ts: int, stream_time: int, batch: _Batch
+    ) -> list[tuple[int, int]]:
+        """Fold record ``ts`` in; returns the closed windows (start, end) it was dropped from."""
         d, close = self.d, stream_time - self.grace
         if ts + d < close:
             return [(ts - d, ts)]
         drops: list[tuple[int, int]] = []
 
-        def update(start: int, max_ts: int | None) -> None:
-            if start + d >= close:
-                self._put(key, start, ts if max_ts is None else max(ts, max_ts))
-            else:
+        def update(start: int, slot: list[Any] | None) -> None:
+            """updateWindowAndForward: ``slot`` None for a new window (the initializer)."""
+            if start + d < close:
                 drops.append((start, start + d))
+                return
+            old, max_ts = (self.agg.initial(), ts) if slot is None else (slot[0], slot[1])
+            self._put(key, start, [self.agg.add(key, value, old, ts), max(ts, max_ts)], batch, stream_time)
 
         latest = self.store["t"]
         low = ts - 2 * d if latest is None else max(ts - 2 * d, latest - self.retention + 1)
-        found = sorted(
-            ((s, m) for s, m in self.store["w"].get(key, {}).items() if low <= s <= ts + 1), reverse=True
-        )
+        windows = self.store["w"].get(key, {})
+        found = sorted(((s, w) for s, w in windows.items() if low <= s <= ts + 1), key=lambda x: -x[0])
         starts: set[int] = set()
-        right: int | None = None  # the max timestamp of the latest window containing ts and ending after it
+        right: list[Any] | None = None  # the latest window containing ts and ending after it
+        left: list[Any] | None = None  # the window found just before ts's left window
         left_created = right_created = False
         previous: int | None = None
-        for start, max_ts in found:  # newest first, as its reverse iterator
+        for start, slot in found:  # newest first, as its reverse iterator
             starts.add(start)
             end = start + d
             if start == ts + 1:
                 right_created = True
             elif end > ts:
                 if right is None:
-                    right = max_ts
-                update(start, max_ts)
+                    right = list(slot)  # as it was before this record
+                update(start, slot)
             elif end == ts:
                 left_created = True
-                update(start, max_ts)
-                if max_ts < ts:
-                    previous = max_ts
+                update(start, slot)
+                if slot[1] < ts:
+                    previous = slot[1]
                 else:
                     return drops
             else:
-                previous = max_ts
+                left, previous = slot, slot[1]
                 break
         if previous is not None and previous + 1 not in starts and previous + 1 + d >= ts:
             update(previous + 1, None)  # the previous record's right window, new
         if not left_created:
-            update(ts - d, None)
-        if not right_created and right is not None and right > ts:
-            self._put(key, ts + 1, right)  # written closed or not, as Kafka Streams does
+            if previous is not None and left is not None and ts - d <= previous:
+                update(ts - d, [left[0], ts])  # starts from the window before it
+            else:
+                update(ts - d, None)
+        if not right_created and right is not None and right[1] > ts:
+            self._put(key, ts + 1, right, batch, stream_time)  # a copy, written closed or not
         return drops
 
 
