@@ -13,7 +13,6 @@ import pathlib
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = ["main"]
 
@@ -36,7 +35,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     return _class_data_archive(connector) if args.class_data_archive else 0
 
 
-def _class_data_archive(connector: list[Any]) -> int:
+def _class_data_archive(connector: list[pathlib.Path]) -> int:
     """Write the driver's class-data archive (streamapp.runtime.spark.cds) by running the word count
     once on an embedded broker, unless this JDK and class path have one."""
     import subprocess  # noqa: PLC0415
@@ -45,6 +44,7 @@ def _class_data_archive(connector: list[Any]) -> int:
 
     from streamapp.runtime.spark import cds, jvm_sink  # noqa: PLC0415
 
+    # The jars a session puts on spark.jars (session.base_conf): the name the session looks for.
     path = cds.archive([*connector, jvm_sink.jar()])
     if path.is_file():
         print(f"class-data archive: {path} ({path.stat().st_size >> 20} MB, cached)")

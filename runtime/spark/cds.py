@@ -81,15 +81,15 @@ def stale(current: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in _DIR.glob(f"driver-{context}-*.jsa") if p != current)
 
 
-def java_options(extra_jars: Sequence[pathlib.Path]) -> tuple[list[str], pathlib.Path | None]:
-    """JVM options for a new driver JVM, and the file its CDS warnings go to (None: no archive).
+def java_options(path: pathlib.Path) -> tuple[list[str], pathlib.Path | None]:
+    """JVM options for a new driver JVM whose archive is ``path`` (:func:`archive`), and the file
+    its CDS warnings go to (None: no archive).
 
-    Writing (``$STREAMAPP_CDS_DUMP`` set): ``-XX:ArchiveClassesAtExit``. Else the archive for
-    this JDK and class path when it exists."""
+    Writing (``$STREAMAPP_CDS_DUMP`` set): ``-XX:ArchiveClassesAtExit``. Else ``path`` when it
+    exists."""
     dump = os.environ.get(DUMP_ENV)
     if dump:
         return [f"-XX:ArchiveClassesAtExit={dump}"], None
-    path = archive(extra_jars)
     if not path.is_file():
         return [], None
     log = pathlib.Path(tempfile.mkstemp(prefix="streamapp-cds-", suffix=".log")[1])

@@ -291,8 +291,8 @@ class _Compiler:
             # Kafka Streams' KStreamAggregate skips a null value: no adder call, no timestamp.
             # (The struct below is never null, so the aggregation could not tell afterwards.)
             inputs = [frames.RecordFrame(f.df.where(F.col("value").isNotNull())) for f in inputs]
-        elif node.windows.kind == "sliding":
-            inputs = [self._dropping(node, f, "value") for f in inputs]
+        else:
+            inputs = [self._windowed_input(node, f) for f in inputs]
         types = [f.df.schema["value"].dataType for f in inputs]
         parts = [
             f._with(
@@ -313,6 +313,15 @@ class _Compiler:
         )
         return parts[0].merge(*parts[1:]), aggregator
 
+    def _windowed_input(
+        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, frame: frames.RecordFrame
+    ) -> frames.RecordFrame:
+        """What a windowed aggregation's records are: KStreamSlidingWindowAggregate skips a null
+        value (and counts it in its dropped-records metric); time and session windows hand it to
+        the aggregator."""
+        assert node.windows is not None
+        return self._dropping(node, frame, "value") if node.windows.kind == "sliding" else frame
+
     def _engine_aggregate(
         self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str
     ) -> frames.RecordFrame:
@@ -325,10 +334,8 @@ class _Compiler:
             frame, aggregator = self._cogrouped(node)
         else:
             frame = self._parent(node)
-            if node.windows is not None and node.windows.kind == "sliding":
-                # KStreamSlidingWindowAggregate skips a null value (and counts it in its
-                # dropped-records metric); time and session windows hand it to the aggregator.
-                frame = self._dropping(node, frame, "value")
+            if node.windows is not None:
+                frame = self._windowed_input(node, frame)
             aggregator = self._aggregator(node, frame)
         if self.topology.kind(grouped.name) == graph.GROUPED_TABLE:
             assert grouped.selector is not None

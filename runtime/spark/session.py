@@ -91,13 +91,13 @@ def build_session(
     launching = SparkContext._gateway is None
     cds_log = None
     if launching:  # the driver's JVM starts now: from the class-data archive, when there is one
-        extra = [*artifacts.spark_kafka_connector_jars(), jvm_sink.jar()]
-        options, cds_log = cds.java_options(extra)
+        archive = cds.archive([pathlib.Path(j) for j in merged.get("spark.jars", "").split(",") if j])
+        options, cds_log = cds.java_options(archive)
         key = "spark.driver.extraJavaOptions"
         without_archive = merged.get(key, "")
         if options:
             merged[key] = " ".join([without_archive, *options]).strip()
-        elif not os.environ.get(cds.DUMP_ENV) and (old := cds.stale(cds.archive(extra))):
+        elif not os.environ.get(cds.DUMP_ENV) and (old := cds.stale(archive)):
             print(
                 f"streamapp: the class-data archive {old[0]} was written for another JDK or Spark: "
                 f"start-up takes a few seconds longer until {_REWRITE} writes this one's",
@@ -113,7 +113,7 @@ def build_session(
             if cds_log is None:
                 raise
             # A damaged archive can crash the JVM as it maps it: start without it, and say so.
-            cds.archive(extra).unlink(missing_ok=True)
+            archive.unlink(missing_ok=True)
             cds.check(cds_log)
             cds_log = None
             print(
@@ -125,7 +125,7 @@ def build_session(
             with jvm_output.filtered_jvm_stderr():
                 session = builder.getOrCreate()
         if (refused := cds.check(cds_log)) is not None:
-            cds.archive(extra).unlink(missing_ok=True)
+            archive.unlink(missing_ok=True)
             print(
                 f"streamapp: the JVM refused the class-data archive ({refused}); removed it: start-up "
                 f"takes a few seconds longer until {_REWRITE} writes it again",

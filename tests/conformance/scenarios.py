@@ -151,6 +151,28 @@ _WINDOW_KINDS = {
 }
 
 
+def _cogroup(*, windowed: bool) -> str:
+    """Two grouped streams cogrouped (the second's values count tenfold), in 10 s tumbling
+    windows with 5 s grace or without windows."""
+    window = "\n          - windowedBy: {tumbling: 10s, grace: 5s}" if windowed else ""
+    return f"""
+      - name: second
+        from: {{topic: in1}}
+        steps:
+          - groupByKey: {{}}
+      - from: {{topic: in0}}
+        steps:
+          - groupByKey: {{}}{window}
+          - cogroup:
+              adder: conformance_functions:add
+              with: [{{stream: second, adder: conformance_functions:add_tenfold}}]
+              initializer: conformance_functions:zero
+              returns: bigint
+          - toStream: {{}}
+          - to: {{topic: out, valueSerde: long}}
+"""
+
+
 def _windowed_count(window: str, emit: str) -> str:
     """A count per key and window, grace 5 s; ``emit`` is updates, final or suppress."""
     mode = "final" if emit == "final" else "updates"
@@ -262,23 +284,7 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "cogroupWindowed",
-        """
-      - name: second
-        from: {topic: in1}
-        steps:
-          - groupByKey: {}
-      - from: {topic: in0}
-        steps:
-          - groupByKey: {}
-          - windowedBy: {tumbling: 10s, grace: 5s}
-          - cogroup:
-              adder: conformance_functions:add
-              with: [{stream: second, adder: conformance_functions:add_tenfold}]
-              initializer: conformance_functions:zero
-              returns: bigint
-          - toStream: {}
-          - to: {topic: out, valueSerde: long}
-""",
+        _cogroup(windowed=True),
         TABLE,
         inputs=2,
         windowed=True,
@@ -287,22 +293,7 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "cogroupByKey",
-        """
-      - name: second
-        from: {topic: in1}
-        steps:
-          - groupByKey: {}
-      - from: {topic: in0}
-        steps:
-          - groupByKey: {}
-          - cogroup:
-              adder: conformance_functions:add
-              with: [{stream: second, adder: conformance_functions:add_tenfold}]
-              initializer: conformance_functions:zero
-              returns: bigint
-          - toStream: {}
-          - to: {topic: out, valueSerde: long}
-""",
+        _cogroup(windowed=False),
         TABLE,
         inputs=2,
         note="a cogroup without windows skips null values: no adder call, and the timestamp stays",

@@ -78,8 +78,8 @@ class Windows:
 
 def new_state() -> dict[str, Any]:
     # t: stream time; seq: arrival counter; w: open (key, start, end) -> [agg, max_ts];
-    # r: sliding windows' records per key; s: sessions per key [start, end, records, max_ts].
-    return {"t": None, "seq": 0, "w": {}, "r": {}, "s": {}}
+    # s: sessions per key [start, end, records, max_ts]; k: sliding windows' store (_SlidingStore).
+    return {"t": None, "seq": 0, "w": {}, "s": {}}
 
 
 @dataclasses.dataclass
@@ -292,13 +292,10 @@ def _session(
     batch.update((key, start, end), agg.result(result), end)
 
 
-def _kept(spec: Windows, ts: int, now: int) -> bool:
-    """Whether a sliding record / session ending at ``ts`` is still kept at stream time ``now``:
-    a closed session still merges with an in-time record within ``gap`` (Kafka keeps it in its
-    store), a sliding record is needed while a window containing it or its right window is open."""
-    if spec.kind == "session":
-        return ts >= now - spec.grace - 2 * spec.size
-    return ts + spec.size + 1 + spec.grace >= now
+def _kept(spec: Windows, end: int, now: int) -> bool:
+    """Whether a session ending at ``end`` is still kept at stream time ``now``: a closed session
+    still merges with an in-time record within ``gap`` (Kafka keeps it in its store)."""
+    return end >= now - spec.grace - 2 * spec.size
 
 
 def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
@@ -315,13 +312,11 @@ def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
         result, max_ts = windows.pop(window)
         out.append(("final", window[0], window[1], window[2], agg.result(result), max_ts, None, None))
     state["next"] = min((_threshold(spec, w[2]) for w in windows), default=now + 1)
-    for name in ("s", "r"):
-        by_key = state[name]
-        for key in list(by_key):
-            # sessions are [start, end, ...] (test the end), sliding records (ts, ...).
-            kept = [x for x in by_key[key] if _kept(spec, x[1] if name == "s" else x[0], now)]
-            if kept:
-                by_key[key] = kept
-            else:
-                del by_key[key]
+    sessions = state["s"]
+    for key in list(sessions):
+        kept = [s for s in sessions[key] if _kept(spec, s[1], now)]  # [start, end, ...]
+        if kept:
+            sessions[key] = kept
+        else:
+            del sessions[key]
     return out

@@ -33,18 +33,18 @@ def test_archives_for_other_inputs_are_stale_and_a_dump_run_writes_one(
 ) -> None:
     monkeypatch.setattr(cds, "_DIR", tmp_path)
     current = cds.archive([])
-    assert cds.java_options([]) == ([], None), "no archive yet: nothing to map"
+    assert cds.java_options(current) == ([], None), "no archive yet: nothing to map"
     context = current.name.split("-")[1]
     old = tmp_path / f"driver-{context}-0123456789abcdef.jsa"
     old.write_bytes(b"")
     (tmp_path / "driver-0000ffff-0123456789abcdef.jsa").write_bytes(b"")  # another launch context
     assert cds.stale(current) == [old]
     current.write_bytes(b"")
-    options, log = cds.java_options([])
+    options, log = cds.java_options(current)
     assert options[0] == f"-XX:SharedArchiveFile={current}" and log is not None
     assert cds.stale(current) == [old]
     monkeypatch.setenv(cds.DUMP_ENV, str(tmp_path / "new.jsa"))
-    assert cds.java_options([]) == ([f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}"], None)
+    assert cds.java_options(current) == ([f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}"], None)
 
 
 def test_a_refused_archive_is_reported_with_the_jvm_s_reason(tmp_path: pathlib.Path) -> None:
