@@ -109,9 +109,12 @@ def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
 
 
 class _Compiler:
-    def __init__(self, topology: graph.Topology, read: Reader) -> None:
+    def __init__(self, topology: graph.Topology, read: Reader, merge_frontier: Any = None) -> None:
         self.topology = topology
         self.read = read
+        #: a stateful.frontier.Frontier when the query reads Kafka (not files): windowed
+        #: aggregations over merged topics hold back records a dry partition may precede
+        self.merge_frontier = merge_frontier
         self.frames: dict[str, frames.RecordFrame] = {}
         self.outputs: list[DataFrame] = []
         self.engine = any(_needs_engine(topology, n) for n in topology.nodes)
@@ -351,10 +354,19 @@ class _Compiler:
         # One counter per aggregation node: suppress re-registers the one its aggregation had.
         counter = frame.df.sparkSession.sparkContext.accumulator(0)
         self.late[node.name] = counter
+        merged = None
+        if tasks is None and self.merge_frontier is not None and len(self._source_topics(node)) > 1:
+            merged = self.merge_frontier  # one task reads a partition of each merged topic
         result = ops.windowed_aggregate(
-            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks
+            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged
         )
         return result.table
+
+    def _source_topics(self, node: nd.Node) -> set[str]:
+        """The topics whose records reach ``node``."""
+        if isinstance(node, nd.Source):
+            return set(node.topics)
+        return set().union(*(self._source_topics(self.topology.node(p)) for p in node.parents))
 
     def _rekeyed(self, node: nd.Node) -> bool:
         """Whether the key may have changed since the source (then records of a key can sit in
@@ -557,10 +569,14 @@ def _struct_hint(frame: frames.RecordFrame, column: str, schema: str | None) -> 
     return frames._schema_marker(frame.df.schema[column].dataType)
 
 
-def compile_topology(topology: graph.Topology, *, read: Reader) -> Compiled:
-    """Compile ``topology``; ``read(topics)`` returns Kafka-shaped rows for those topics."""
+def compile_topology(topology: graph.Topology, *, read: Reader, merge_frontier: Any = None) -> Compiled:
+    """Compile ``topology``; ``read(topics)`` returns Kafka-shaped rows for those topics.
+
+    ``merge_frontier`` (a :class:`stateful.frontier.Frontier` of the query's checkpoint and
+    broker) makes windowed aggregations over merged topics order them as Kafka Streams does
+    across micro-batches; without it each batch is merged on its own."""
     kind, _why = topology.trigger()
-    compiler = _Compiler(topology, read)
+    compiler = _Compiler(topology, read, merge_frontier)
     plan = compiler.compile()
     # Spark's built-in aggregation emits table updates in update mode; the stateful engine emits
     # changelog rows in append mode (and then runs every aggregation of the app).

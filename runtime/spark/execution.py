@@ -37,6 +37,7 @@ from streamapp.runtime.spark import (
     sink,
     stopping,
 )
+from streamapp.runtime.spark.stateful import frontier
 
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
@@ -244,7 +245,10 @@ def start(
                 reads += 1
             return frame
 
-        compiled = compiler.compile_topology(topology, read=read)
+        merge_frontier = frontier.Frontier.of(
+            checkpoint, {"bootstrap.servers": bootstrap, **credentials.librdkafka()}
+        )
+        compiled = compiler.compile_topology(topology, read=read, merge_frontier=merge_frontier)
         if counting:
             observed.update({name: list(topics) for name, (_kind, topics) in compiled.error_counts.items()})
         chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)

@@ -66,9 +66,9 @@ class BlobProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is type
         pass
 
 
-def input_rows(frame: RecordFrame, value: str | None = None) -> DataFrame:
+def input_rows(frame: RecordFrame, value: str | None = None, *, topic: bool = False) -> DataFrame:
     """The columns a step reads: key, value, ts (epoch ms), partition, offset, sub (the source
-    partition's identity); null keys dropped.
+    partition's identity), and with ``topic`` the source topic; null keys dropped.
 
     ``value`` is an optional SQL expression for the aggregated value (declarative YAML
     aggregations such as ``sum: "length(value)"``); by default the record's value.
@@ -83,6 +83,7 @@ def input_rows(frame: RecordFrame, value: str | None = None) -> DataFrame:
         F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
         # The source partition a record was read from (topic and partition): see arrival_order.
         F.xxhash64(F.coalesce(F.col("topic"), F.lit("")), partition).alias("sub"),
+        *([F.coalesce(F.col("topic"), F.lit("")).alias("topic")] if topic else []),
     )
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime.spark.frames import Logic, RecordFrame
-from streamapp.runtime.spark.stateful import engine, windows
+from streamapp.runtime.spark.stateful import engine, frontier, windows
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
 
 __all__ = [
@@ -106,6 +106,7 @@ def windowed_aggregate(
     value: str | None = None,
     late_counter: Accumulator[int] | None = None,
     tasks: int | None = None,
+    merged: frontier.Frontier | None = None,
 ) -> Windowed:
     """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
 
@@ -115,14 +116,18 @@ def windowed_aggregate(
     across batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
     ``final`` (exactly one result per window, when stream time passes ``end + grace``).
     Dropped contributions are added to ``late_counter`` (a Spark accumulator), logged at debug
-    level on logger ``streamapp.stateful``, and appear as ``late`` rows.
+    level on logger ``streamapp.stateful``, and appear as ``late`` rows. ``merged``: the input
+    merges several topics into each task; records behind a partition that ran dry while the
+    broker has more for it wait in the task's state (:mod:`.frontier`).
     """
     if emit not in windows.EMITS:
         raise ValueError(f"emit must be one of {windows.EMITS}, not {emit!r}")
     # Kafka Streams' windowed aggregations skip null keys only: a null value reaches the
     # aggregator (a windowed count counts it, and it moves stream time and the window's
     # timestamp). Conformance scenarios tumblingSuppress & co. showed it (2 vs our 1).
-    rows = engine.input_rows(frame, value)
+    if tasks is not None and merged is not None:
+        raise ValueError("a merge frontier needs the source partitions as tasks (no key change)")
+    rows = engine.input_rows(frame, value, topic=merged is not None)
     if tasks is not None:
         # Kafka Streams' repartition topic after a key change: all records of a key in one task
         # (one stream time); the source partition stays in `sub` for the arrival order.
@@ -130,7 +135,14 @@ def windowed_aggregate(
 
     def step(task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else windows.new_state()
-        batch = engine.arrival_order(batch)
+        if merged is None:
+            batch = engine.arrival_order(batch)
+        else:
+            batch, state["held"] = frontier.take(
+                batch, state.get("held"), state.setdefault("subs", {}), merged.caught_up
+            )
+            if not len(batch):
+                return state, pd.DataFrame(columns=list(WINDOWED_COLUMNS))
         ts = batch["ts"].to_numpy(dtype=np.int64)
         stream_time = np.maximum.accumulate(ts)  # Kafka's stream time, this record included
         if state["t"] is not None:

@@ -1,0 +1,224 @@
+"""Which records a task fed by several partitions may process now, and which it must hold back.
+
+Why: Kafka Streams processes a task that reads several partitions (a ``merge`` or ``cogroup`` of
+co-partitioned topics) in one order over their whole content: each partition by offset, next
+always the partition whose head record is oldest; when one partition's buffer runs dry, the task
+waits while the broker has more records for it (``PartitionGroup``; ``max.task.idle.ms`` 0 waits
+only while the lag is not known to be zero). A micro-batch hands a task a *slice* of each
+partition. When one slice ends before the others — a rate limit (``maxOffsetsPerTrigger``), or
+records that arrived after Spark planned the batch — merging each batch on its own takes records
+of the other partitions that Kafka Streams would take only after the next records of the dry one,
+and which records are late then depends on the batch size (conformance ``mergeWindowed``,
+``cogroupWindowed``: late 22 and 17 against Kafka Streams' 13).
+
+So :func:`take` stops where a partition runs dry while the broker has records for it beyond the
+batch, and the task keeps the rest in its state for a later batch. That batch comes: the
+partition's data lies beyond the offsets Spark committed, so Spark plans another batch and its
+rate limit gives every partition with a lag at least one record. :class:`Frontier` tells the two
+ends apart: the batch's end offset of each partition is in the query's offset log (written before
+the batch runs; the task knows its batch from Spark's local property ``streaming.sql.batchId``),
+the partition's end is the broker's high watermark (last stable offset under
+``read_committed``). The answer is recorded under the checkpoint, so that a retried batch holds
+back what its first attempt held (exactly-once output needs replays to be deterministic).
+
+Not covered: a partition whose remaining records all vanish before the aggregation (a filter,
+null keys) keeps the others' held records until the task gets another record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import json
+import os
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["Frontier", "take"]
+
+_BATCH_ID = "streaming.sql.batchId"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frontier:
+    """Where the current micro-batch ends, per input partition, against the broker's end.
+
+    ``checkpoint``: the query's checkpoint location (a folder, ``file:`` or another URI pyarrow
+    can open); ``client_config``: librdkafka settings, ``bootstrap.servers`` and the connection's
+    security included."""
+
+    checkpoint: str
+    client_config: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, checkpoint: str, client_config: Mapping[str, str]) -> Frontier:
+        return cls(checkpoint, tuple(sorted(client_config.items())))
+
+    def caught_up(self, topic: str, partition: int) -> bool:
+        """Whether the broker has no record of ``topic``/``partition`` beyond this batch.
+
+        The first answer in a batch is recorded under the checkpoint (``frontier/<batch>/``) and
+        a retried batch reads it back: a replay holds back exactly what the first attempt held,
+        whatever arrived at the broker since (exactly-once output needs deterministic replays)."""
+        batch = _batch_id()
+        end = self.batch_ends(batch).get((topic, partition))
+        if end is None:
+            return True  # not read by this query's Kafka sources: nothing to wait for
+        root = f"{self.checkpoint.rstrip('/')}/frontier"
+        record = f"{root}/{batch}/{topic}-{partition}"
+        recorded = _read(record, missing_ok=True)
+        if recorded is not None:
+            return recorded == "caught up"
+        answer = self.log_end(topic, partition) <= end
+        _record(root, int(batch), record, "caught up" if answer else "behind")
+        return answer
+
+    def batch_ends(self, batch: str) -> dict[tuple[str, int], int]:
+        """The end offset of every Kafka partition in ``batch``, from the offset log (read on each
+        question: a few small reads per batch, and never stale after a checkpoint is reset)."""
+        text = _read(f"{self.checkpoint.rstrip('/')}/offsets/{batch}")
+        assert text is not None
+        return parse_offset_log(text)
+
+    def log_end(self, topic: str, partition: int) -> int:
+        """The partition's end as the source's consumer sees it (high watermark or last stable
+        offset, by the configuration's ``isolation.level``)."""
+        from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+        # A consumer per question, closed at once: asked only where a dry partition would let
+        # another go first, and a kept one would outlive its broker in Spark's reused workers.
+        consumer = Consumer(
+            {
+                "group.id": "streamapp-frontier",  # never joins, never commits
+                "enable.auto.commit": "false",
+                **dict(self.client_config),
+            }
+        )
+        try:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=30, cached=False
+            )
+        finally:
+            consumer.close()
+        return int(high)
+
+
+def parse_offset_log(text: str) -> dict[tuple[str, int], int]:
+    """A Spark offset-log entry (``v1``, the batch metadata, one line per source) as the end
+    offset per Kafka (topic, partition); sources of other kinds are skipped."""
+    ends: dict[tuple[str, int], int] = {}
+    for line in (raw.strip() for raw in text.splitlines()[2:]):
+        if not line.startswith("{"):
+            continue  # "-": a source without an offset yet
+        offsets = json.loads(line)
+        for topic, partitions in offsets.items():
+            if isinstance(partitions, dict):
+                for partition, offset in partitions.items():
+                    ends[(topic, int(partition))] = int(offset)
+    return ends
+
+
+def _batch_id() -> str:
+    from pyspark import TaskContext  # noqa: PLC0415  # executors only
+
+    context = TaskContext.get()
+    batch = context.getLocalProperty(_BATCH_ID) if context is not None else None
+    if batch is None:
+        raise RuntimeError("the merge frontier needs a streaming micro-batch (no streaming.sql.batchId)")
+    return str(batch)
+
+
+def _filesystem(location: str) -> tuple[Any, str]:
+    """pyarrow's file system for a checkpoint path: a folder, ``file:``, or an object store or
+    HDFS URI (as Spark's checkpoint allows)."""
+    from pyarrow import fs  # noqa: PLC0415
+
+    if "://" not in location and not location.startswith("file:"):
+        return fs.LocalFileSystem(), os.path.abspath(location)
+    if location.startswith("file:"):
+        return fs.LocalFileSystem(), urllib.parse.urlparse(location).path
+    return fs.FileSystem.from_uri(location)
+
+
+def _read(location: str, *, missing_ok: bool = False) -> str | None:
+    filesystem, path = _filesystem(location)
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return bytes(stream.read()).decode("utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+
+
+#: Recorded answers of this many batches back are kept (a retry re-runs only the last batch).
+_KEEP = 100
+
+
+def _record(root: str, batch: int, location: str, text: str) -> None:
+    """Write ``text`` to ``location`` whole (a temporary file renamed), and drop the answers of
+    batches more than :data:`_KEEP` behind."""
+    filesystem, path = _filesystem(location)
+    filesystem.create_dir(os.path.dirname(path), recursive=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with filesystem.open_output_stream(temporary) as stream:
+        stream.write(text.encode("utf-8"))
+    filesystem.move(temporary, path)
+    from pyarrow import fs  # noqa: PLC0415
+
+    _, root_path = _filesystem(root)
+    for info in filesystem.get_file_info(fs.FileSelector(root_path, allow_not_found=True)):
+        if info.base_name.isdigit() and int(info.base_name) < batch - _KEEP:
+            filesystem.delete_dir(info.path)
+
+
+def take(
+    batch: pd.DataFrame,
+    held: pd.DataFrame | None,
+    known: dict[int, tuple[str, int]],
+    caught_up: Callable[[str, int], bool],
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """A task's records (``held`` from earlier batches, then ``batch``) split into those it
+    processes now, in Kafka Streams' order, and those it holds back.
+
+    Rows carry ``sub`` (the source partition's identity), ``topic``, ``partition``, ``offset`` and
+    ``ts``. ``known`` maps every source partition the task has seen to its (topic, partition) and
+    is updated in place; ``caught_up(topic, partition)`` asks whether a partition has no records
+    beyond this batch (asked only when a dry partition would let another go first)."""
+    rows = batch if held is None or not len(held) else pd.concat([held, batch], ignore_index=True)
+    rows = rows.sort_values(["sub", "offset"], kind="stable", ignore_index=True)
+    subs = rows["sub"].to_numpy()
+    starts = [0, *(i for i in range(1, len(subs)) if subs[i] != subs[i - 1])] if len(subs) else []
+    topics, partitions = rows["topic"].to_numpy(), rows["partition"].to_numpy()
+    for a in starts:
+        known[int(subs[a])] = (str(topics[a]), int(partitions[a]))
+    answers: dict[int, bool] = {}
+
+    def dry_is_done(sub: int) -> bool:
+        if sub not in answers:
+            answers[sub] = caught_up(*known[sub])
+        return answers[sub]
+
+    present = {int(subs[a]) for a in starts}
+    if present and any(not dry_is_done(s) for s in known if s not in present):
+        return rows.iloc[:0], rows  # a partition with nothing here may still go first
+    ts = rows["ts"].to_numpy()
+    heads = [(int(ts[a]), int(subs[a]), a, b) for a, b in itertools.pairwise([*starts, len(subs)])]
+    heapq.heapify(heads)
+    order: list[int] = []
+    while heads:
+        _, sub, i, end = heapq.heappop(heads)
+        order.append(i)
+        if i + 1 < end:
+            heapq.heappush(heads, (int(ts[i + 1]), sub, i + 1, end))
+        elif heads and not dry_is_done(sub):
+            break  # its next record, still at the broker, may be older than the others' heads
+    taken = rows.iloc[order].reset_index(drop=True)
+    if len(order) == len(rows):
+        return taken, None
+    rest = rows.drop(index=order).reset_index(drop=True)
+    return taken, rest
