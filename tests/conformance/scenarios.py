@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 
 from streamapp.runtime.kafka import admin
 
@@ -54,6 +55,11 @@ class Scenario:
     #: Streams does not are printed and listed in the summary but do not fail the suite; every
     #: other difference (a value, a timestamp, a record only Kafka Streams has) still does.
     known: str = ""
+    #: Partitions of every topic of the scenario (inputs and outputs).
+    partitions: int = 3
+    #: The scenario's own input, ``(name, topic index) -> records``, when :func:`generate`'s does
+    #: not fit it (e.g. input designed so that Kafka Streams' own result is deterministic).
+    input: Callable[[str, int], list[admin.Record]] | None = None
 
     def manifest(self) -> str:
         return _HEAD + self.streams
@@ -61,7 +67,7 @@ class Scenario:
 
 #: maxOffsetsPerTrigger settings: every scenario runs under the first, windowed ones under all.
 BATCHES = (45, 80)
-PARTITIONS = 3
+PARTITIONS = Scenario.partitions
 RECORDS = 120
 #: StreamApp queries run at once in the one Spark session. 3 was tried on the shared 2-core
 #: machine (load ~17): Python workers timed out opening their sockets and queries failed; 1 it is.

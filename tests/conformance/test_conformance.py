@@ -28,6 +28,7 @@ from streamapp.runtime.kafka import admin
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import join_scenarios
 import oracle
 import scenarios as sc
 
@@ -145,21 +146,24 @@ def test_streamapp_agrees_with_kafka_streams(
 ) -> None:
     started = time.monotonic()
     uid = f"{time.monotonic_ns() % 10**9}"
-    names = [s.name for s in sc.SCENARIOS]
+    everything = sc.SCENARIOS + join_scenarios.JOIN_SCENARIOS
+    names = [s.name for s in everything]
     assert len(set(names)) == len(names), "scenario names must be unique"
     # While working on one scenario: STREAMAPP_CONFORMANCE=name,name runs only those.
     only = [n for n in os.environ.get("STREAMAPP_CONFORMANCE", "").split(",") if n]
     assert set(only) <= set(names), f"unknown scenarios {set(only) - set(names)}"
-    scenarios = [s for s in sc.SCENARIOS if not only or s.name in only]
+    scenarios = [s for s in everything if not only or s.name in only]
     inputs = {s.name: [f"conf-{uid}-{s.name}-in{i}" for i in range(s.inputs)] for s in scenarios}
     settings = {s.name: sc.BATCHES if s.windowed else sc.BATCHES[:1] for s in scenarios}
     ks_out = {s.name: f"conf-{uid}-{s.name}-kstreams" for s in scenarios}
     our_out = {(s.name, n): f"conf-{uid}-{s.name}-streamapp-{n}" for s in scenarios for n in settings[s.name]}
-    topics = [t for ts in inputs.values() for t in ts] + [*ks_out.values(), *our_out.values()]
-    admin.create_topics(kafka_bootstrap, dict.fromkeys(topics, sc.PARTITIONS))
+    topics = {t: s.partitions for s in scenarios for t in inputs[s.name]}
+    topics |= {ks_out[s.name]: s.partitions for s in scenarios}
+    topics |= {our_out[(s.name, n)]: s.partitions for s in scenarios for n in settings[s.name]}
+    admin.create_topics(kafka_bootstrap, topics)
     for s in scenarios:
         for i, topic in enumerate(inputs[s.name]):
-            admin.produce(kafka_bootstrap, topic, sc.generate(s.name, i))
+            admin.produce(kafka_bootstrap, topic, (s.input or sc.generate)(s.name, i))
 
     ks = oracle.OracleRun(
         kafka_bootstrap, tmp_path / "kstreams",

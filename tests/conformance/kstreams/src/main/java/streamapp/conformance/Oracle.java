@@ -33,7 +33,7 @@ import org.apache.kafka.streams.StreamsConfig;
  *
  * <p>Usage: {@code Oracle BOOTSTRAP STATE_DIR}, then one line per run on stdin:
  * {@code SCENARIO APP_ID OUTPUT_TOPIC INPUT_TOPIC...}, ended by EOF. SCENARIO names a public static
- * method {@code (StreamsBuilder, Io)} of {@link Scenarios}. Every run is its own KafkaStreams
+ * method {@code (StreamsBuilder, Io)} of {@link Scenarios} or {@link JoinScenarios}. Every run is its own KafkaStreams
  * instance (one thread, record caches off, so its changelog is deterministic). When a run's
  * committed offsets reach the end of its input and repartition topics, it prints one JSON line
  * {@code {"run": APP_ID, "scenario": ..., "dropped": N, "description": ...}} and closes; then "done".
@@ -59,7 +59,7 @@ public final class Oracle {
       }
       String[] f = line.trim().split("\\s+");
       Io io = new Io(Arrays.asList(Arrays.copyOfRange(f, 3, f.length)), f[2]);
-      Method method = Scenarios.class.getMethod(f[0], StreamsBuilder.class, Io.class);
+      Method method = scenario(f[0]);
       StreamsBuilder builder = new StreamsBuilder();
       method.invoke(null, builder, io);
       var topology = builder.build();
@@ -99,6 +99,15 @@ public final class Oracle {
     System.out.println("done");
   }
 
+  /** The scenario's method: in {@link Scenarios}, else in {@link JoinScenarios}. */
+  private static Method scenario(String name) throws NoSuchMethodException {
+    try {
+      return Scenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
+    } catch (NoSuchMethodException e) {
+      return JoinScenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
+    }
+  }
+
   private static Properties props(String bootstrap, String stateDir, String appId) {
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -110,6 +119,9 @@ public final class Oracle {
     // Emit-final windows: emit on every record that closes one, not at most once a second
     // (wall-clock throttling would make the output depend on timing).
     p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
+    // Stream-stream left/outer joins: emit a result without a match as soon as stream time allows
+    // (JoinScenarios), not at most once a second of wall-clock time.
+    p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_OUTER_JOIN_SPURIOUS_RESULTS_FIX, 0L);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
     p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
     return p;
