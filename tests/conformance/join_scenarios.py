@@ -18,6 +18,7 @@ window stores' ``expired-window-record-drop``, not in the ``dropped-records`` th
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import scenarios as sc
@@ -59,9 +60,27 @@ _LEFT = "concat(left, '@', coalesce(right, '-'))"
 _OUTER = "concat(coalesce(left, '-'), '@', coalesce(right, '-'))"
 _WINDOWS = "{timeDifference: 3s, grace: 5s}"
 _ORDER = (
-    "each task takes the partition whose head record is oldest (ties: the table side); Kafka "
-    "Streams with all input fetched does the same"
+    "each task takes the partition whose head record is oldest; Kafka Streams with all input "
+    "fetched does the same. Input without ties between a stream record and a table update of the "
+    "same key (see untied)"
 )
+
+
+def untied(seed: str, topic: int) -> list[admin.Record]:
+    """:func:`scenarios.generate`'s input, except that a table update (``in1``) at the timestamp of
+    a stream record of the same key moves 125 ms later. Kafka Streams breaks such a tie by its
+    priority queue of partitions, not by a documented order: on the suite's input it took the
+    table first for one tie (streamTableJoin, d @ 92500) and the stream first for two others
+    (streamTableLeftJoin, a @ 198500, e @ 189000), so its result for a tie is not deterministic."""
+    records = sc.generate(seed, topic)
+    if topic == 0:
+        return records
+    stream = {(r.key, r.timestamp) for r in sc.generate(seed, 0) if r.key is not None}
+    return [
+        dataclasses.replace(r, timestamp=r.timestamp + 125) if (r.key, r.timestamp) in stream else r
+        for r in records
+    ]
+
 
 def _example_streams(name: str, topics: dict[str, str]) -> str:
     """The ``streams:`` of a packaged example (runtime/cli/examples), its topics renamed: the
@@ -124,9 +143,23 @@ def page_views(seed: str, topic: int) -> list[admin.Record]:
 
 
 JOIN_SCENARIOS: list[sc.Scenario] = [
-    sc.Scenario("streamTableJoin", _join("join", True, _BOTH), sc.STREAM, "string", inputs=2, note=_ORDER),
     sc.Scenario(
-        "streamTableLeftJoin", _join("leftJoin", True, _LEFT), sc.STREAM, "string", inputs=2, note=_ORDER
+        "streamTableJoin",
+        _join("join", True, _BOTH),
+        sc.STREAM,
+        "string",
+        inputs=2,
+        note=_ORDER,
+        input=untied,
+    ),
+    sc.Scenario(
+        "streamTableLeftJoin",
+        _join("leftJoin", True, _LEFT),
+        sc.STREAM,
+        "string",
+        inputs=2,
+        note=_ORDER,
+        input=untied,
     ),
     sc.Scenario(
         "streamStreamJoin",
