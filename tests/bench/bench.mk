@@ -25,6 +25,13 @@ EOS_ARGS ?= --records 1000000 --repeats 3 --latency-seconds 20
 bench-eos: setup ## exactly_once_v2 vs at_least_once, both at commitIntervalMs 1000; results in tests/bench/results/eos
 	$(PY) -m tests.bench.run --variants streamapp,streamapp-eos --commit-interval-ms 1000 $(EOS_ARGS) --out tests/bench/results/eos
 
+# The stream-table join (issue 14): 1M stream records against a table of 100k keys, StreamApp
+# beside Kafka Streams and a hand-written PySpark stream-static join. Smaller, for development:
+#   make bench-join JOIN_ARGS="--records 100000 --table-keys 10000 --repeats 1"
+JOIN_ARGS ?= --records 1000000 --table-keys 100000 --repeats 3
+bench-join: setup bench-kstreams ## stream-table join, 1M records against 100k table keys; results in tests/bench/results/join
+	$(PY) -m tests.bench.run --topologies join --variants streamapp,pyspark,kstreams $(JOIN_ARGS) --out tests/bench/results/join
+
 bench-smoke: setup bench-kstreams ## a small benchmark run (20k records, 1 repeat) written to build/bench-smoke
 	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --out build/bench-smoke
 

@@ -5,7 +5,13 @@ no record-timestamp handling, the same session configuration as the runtime (``b
 local[2], the connector jars, RocksDB state, 2 shuffle partitions). Runs until SIGTERM, then stops
 the query and the session.
 
-Usage: python tests/bench/pyspark_job.py BOOTSTRAP (stateless|wordcount) INPUT OUTPUT CHECKPOINT [PROGRESS]
+The join is Spark's stream-static join, what a PySpark user reaches for: the table topic is read
+once, at start, as a batch (the latest value per key) and every micro-batch joins with that
+snapshot. It is not a KTable — an update of the table during the run is never seen — but the
+benchmark writes the whole table before it launches a variant, so the output is the same.
+
+Usage: python tests/bench/pyspark_job.py BOOTSTRAP TOPOLOGY INPUT OUTPUT CHECKPOINT [PROGRESS]
+(TOPOLOGY: stateless, wordcount or join; join reads the table's topic from STREAMAPP_BENCH_TABLE)
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ def main(argv: list[str]) -> int:
     spark = spark_session.build_session(app_name=f"bench-pyspark-{topology}", conf=conf)
     if progress:
         bench_progress.install(spark, progress)
-    lines = (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source_topic)
@@ -46,8 +52,8 @@ def main(argv: list[str]) -> int:
         # 100,000 records per poll instead of 500, so the job is not handicapped against (a).
         .option("kafka.max.poll.records", "100000")
         .load()
-        .select("key", F.col("value").cast("string").alias("value"))
     )
+    lines = reader.select("key", F.col("value").cast("string").alias("value"))
     if topology == "stateless":
         out = lines.where(F.instr("value", "a") > 0).select("key", F.upper("value").alias("value"))
         mode = "append"
@@ -60,6 +66,22 @@ def main(argv: list[str]) -> int:
             .select(F.col("word").alias("key"), F.unhex(F.lpad(F.hex("count"), 16, "0")).alias("value"))
         )
         mode = "update"
+    elif topology == "join":
+        table = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", os.environ["STREAMAPP_BENCH_TABLE"])
+            .option("startingOffsets", "earliest")
+            .load()
+            .groupBy("key")
+            .agg(F.max_by(F.col("value").cast("string"), "offset").alias("right"))
+            .where("right is not null")
+            .cache()  # read once: Spark would otherwise re-read the topic for every micro-batch
+        )
+        out = lines.join(F.broadcast(table), "key").select(
+            "key", F.concat("value", F.lit("@"), "right").alias("value")
+        )
+        mode = "append"
     else:
         raise SystemExit(f"unknown topology {topology!r}")
     query = (

@@ -17,6 +17,10 @@ the next (the broker deleting its topics), hits every variant alike. One run:
 5. SIGTERM (SIGKILL after 30 s), check that no process of the tree is left, verify the whole
    output against the reference, delete the run's topics.
 
+The stream-table join (``--topologies join``, ``make bench-join``) writes its table of
+``--table-keys`` users before the warm-up, and its stream records each find their user: the drain
+is complete when one output record per input record arrived (contents verified after the run).
+
 Results go to ``--out``/results.json and RESULTS.md (see tests/bench/report.py).
 """
 
@@ -46,7 +50,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KSTREAMS = HERE / "kstreams"
 VARIANTS = {"streamapp": "a", "pyspark": "b", "kstreams": "c", "streamapp-rt": "d", "streamapp-eos": "e"}
-TOPOLOGIES = ("stateless", "wordcount")
+TOPOLOGIES = ("stateless", "wordcount", "join")
 #: (d) is the stateless manifest with `latency: low` (Spark's real-time trigger); word count is
 #: stateful, where that trigger does not apply.
 ONLY = {"streamapp-rt": ("stateless",)}
@@ -62,7 +66,11 @@ def _parser() -> argparse.ArgumentParser:
         help="comma list (or a,b,c,d,e; d = StreamApp with latency: low, stateless only; e = StreamApp "
         "with processingGuarantee: exactly_once_v2)",
     )
-    p.add_argument("--topologies", default="stateless,wordcount", help="comma list")
+    p.add_argument(
+        "--topologies",
+        default="stateless,wordcount",
+        help="comma list of stateless, wordcount, join (default stateless,wordcount; join: make bench-join)",
+    )
     p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="latency phase length (default 20)")
     p.add_argument("--warmup", type=int, default=1000, help="lines present before launch (default 1000)")
@@ -81,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         "exactly-once cost target is stated at 1000",
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions of input/output topics")
+    p.add_argument(
+        "--table-keys", type=int, default=100_000, help="keys of the join's table (default 100,000)"
+    )
     p.add_argument(
         "--kstreams-commit-ms", type=int, default=1000, help="Kafka Streams commit.interval.ms (default 1000)"
     )
@@ -119,7 +130,7 @@ def _kstreams_classpath() -> str:
 
 def _command(
     variant: str, topology: str, *, bootstrap: str, topics: tuple[str, str], app_id: str,
-    workdir: pathlib.Path, args: argparse.Namespace, kstreams_cp: str | None,
+    workdir: pathlib.Path, args: argparse.Namespace, kstreams_cp: str | None, table: str = "",
 ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     source, sink = topics
     progress = str(workdir / "progress.jsonl")
@@ -127,7 +138,12 @@ def _command(
         template = string.Template((HERE / "manifests" / f"{topology}.yaml").read_text())
         manifest = workdir / "app.yaml"
         text = template.substitute(
-            APP_ID=app_id, BOOTSTRAP=bootstrap, INPUT=source, OUTPUT=sink, STATE_DIR=workdir / "state"
+            APP_ID=app_id,
+            BOOTSTRAP=bootstrap,
+            INPUT=source,
+            OUTPUT=sink,
+            STATE_DIR=workdir / "state",
+            TABLE=table,
         )
         if variant == "streamapp-rt":
             text = text.replace("\n  topology:\n", "\n  topology:\n    latency: low\n", 1)
@@ -154,11 +170,13 @@ def _command(
     if variant == "pyspark":
         job = HERE / "pyspark_job.py"
         return [sys.executable, str(job), bootstrap, topology, source, sink, str(workdir / "checkpoint"),
-                progress], {"STREAMAPP_BENCH_SPARK_CONF": json.dumps(_spark_conf(args))}  # fmt: skip
+                progress], {"STREAMAPP_BENCH_SPARK_CONF": json.dumps(_spark_conf(args)),
+                            "STREAMAPP_BENCH_TABLE": table}  # fmt: skip
     assert kstreams_cp is not None
     return [
         "java", "-Xmx2g", "-cp", kstreams_cp, "streamapp.bench.KStreamsBench", bootstrap, topology,
         source, sink, app_id, str(workdir / "state"), str(args.kstreams_commit_ms),
+        *([table] if table else []),
     ], {}  # fmt: skip
 
 
@@ -280,18 +298,23 @@ def run_one(
 ) -> dict[str, Any]:  # fmt: skip
     bootstrap, parts = kafka.bootstrap, args.partitions
     app_id = f"bench-{topology}-{variant_name}-{rep}-{int(time.time())}"
-    source, sink = f"{app_id}-in", f"{app_id}-out"
+    source, sink, table = f"{app_id}-in", f"{app_id}-out", f"{app_id}-table"
     workdir = scratch / app_id
     workdir.mkdir(parents=True)
     result: dict[str, Any] = {"topology": topology, "variant": variant_name, "rep": rep, "app_id": app_id}
     result["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
-    admin.create_topics(bootstrap, {source: parts, sink: parts})
-    workload.produce_lines(bootstrap, source, pool, start=0, count=args.warmup, partitions=parts)
-    wordcount = topology == "wordcount"
+    wordcount, join = topology == "wordcount", topology == "join"
+    users = workload.JoinWorkload(args.table_keys, parts)
+    admin.create_topics(bootstrap, {source: parts, sink: parts} | ({table: parts} if join else {}))
+    if join:
+        result["table_produce_s"] = round(users.produce_table(bootstrap, table), 2)
+        users.produce_stream(bootstrap, source, start=0, count=args.warmup)
+    else:
+        workload.produce_lines(bootstrap, source, pool, start=0, count=args.warmup, partitions=parts)
     monitor = workload.Monitor(bootstrap, sink, parts, wordcount=wordcount)
     argv, env = _command(
         variant_name, topology, bootstrap=bootstrap, topics=(source, sink), app_id=app_id,
-        workdir=workdir, args=args, kstreams_cp=kstreams_cp,
+        workdir=workdir, args=args, kstreams_cp=kstreams_cp, table=table if join else "",
     )  # fmt: skip
     variant = procs.Variant(name=app_id, argv=argv, workdir=workdir, env=env)
     result["command"] = shlex.join(argv)
@@ -303,6 +326,8 @@ def run_one(
     try:
         if wordcount:
             monitor.set_target(words=pool.word_counts(0, args.warmup))
+        elif join:
+            monitor.set_target(count=args.warmup)
         else:
             monitor.set_target(count=pool.stateless_count(0, args.warmup))
         monitor.start()
@@ -317,7 +342,7 @@ def run_one(
         result["startup_s"] = round(monitor.first_at - variant.launched_at, 2)
         result["warmup_done_s"] = round(monitor.done_at - variant.launched_at, 2)
 
-        if not wordcount:
+        if topology == "stateless":
             began = time.time()
             result |= _latency_phase(bootstrap, source, monitor, args, monitor.count)
             probes = int(args.rate * args.latency_seconds)
@@ -334,9 +359,12 @@ def run_one(
                 session = profiling.start(variant.members(), args.profile / f"{app_id}.jfr")
             variant.pause()
             paused_wall = time.time()
-            seconds = workload.produce_lines(
-                bootstrap, source, pool, start=loaded, count=count, partitions=parts
-            )
+            if join:
+                seconds = users.produce_stream(bootstrap, source, start=loaded, count=count)
+            else:
+                seconds = workload.produce_lines(
+                    bootstrap, source, pool, start=loaded, count=count, partitions=parts
+                )
             loaded += count
             result["produce_s" if measured else "warm_drain_produce_s"] = round(seconds, 2)
             written = workload.topic_record_count(bootstrap, source, parts)
@@ -345,6 +373,8 @@ def run_one(
                 return result
             if wordcount:
                 monitor.set_target(words=pool.word_counts(0, loaded))
+            elif join:
+                monitor.set_target(count=before + count)
             else:
                 monitor.set_target(count=before + pool.stateless_count(loaded - count, count))
             broker_cpu0 = procs.cpu_seconds([kafka._proc.pid]) if kafka._proc else 0.0
@@ -408,6 +438,10 @@ def run_one(
                 extra = sorted(set(monitor.latest) - set(pool.word_counts(0, loaded)))
                 if extra:
                     result["status"] = f"failed: unexpected words in the output, e.g. {extra[:3]}"
+            elif join:
+                problems = workload.verify_join(bootstrap, sink, parts, users.expected(0, loaded))
+                if problems:
+                    result["status"] = "failed: verify: " + "; ".join(problems)
             else:
                 problems = workload.verify_stateless(
                     bootstrap, sink, parts, pool.stateless_expected(0, loaded), probes

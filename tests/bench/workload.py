@@ -16,10 +16,20 @@ import random
 import re
 import threading
 import time
+from collections.abc import Iterable, Iterator
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-__all__ = ["LATENCY_PREFIX", "Monitor", "Pool", "produce_lines", "topic_record_count", "verify_stateless"]
+__all__ = [
+    "LATENCY_PREFIX",
+    "JoinWorkload",
+    "Monitor",
+    "Pool",
+    "produce_lines",
+    "topic_record_count",
+    "verify_join",
+    "verify_stateless",
+]
 
 #: Values of the latency probes: they contain an "a" (so the filter keeps them); the output is the
 #: upper-cased "LAT <seq> <monotonic_ns>".
@@ -113,6 +123,74 @@ def produce_lines(
     if producer.flush(120):
         raise RuntimeError(f"producing to {topic}: records left unacknowledged after 120 s")
     return time.monotonic() - began
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinWorkload:
+    """The stream-table join's input: a table of ``keys`` users (``u<k>`` -> ``region-<k % 50>``)
+    and a stream whose record ``i`` is a view of user ``(i * 7919) % keys`` (a prime step: every
+    key comes round, in no order a cache would like) with value ``/page/<i % 1000>``. Both are
+    written to partition ``k % partitions`` (co-partitioned, as a join needs); every stream record
+    finds its user, so the output has one record per stream record."""
+
+    keys: int
+    partitions: int
+
+    def user(self, i: int) -> int:
+        return (i * 7919) % self.keys
+
+    def produce_table(self, bootstrap: str, topic: str) -> float:
+        records = (
+            (f"u{k}".encode(), f"region-{k % 50}".encode(), k % self.partitions) for k in range(self.keys)
+        )
+        return _produce(bootstrap, topic, records)
+
+    def produce_stream(self, bootstrap: str, topic: str, *, start: int, count: int) -> float:
+        def records() -> Iterator[tuple[bytes, bytes, int]]:
+            for i in range(start, start + count):
+                k = self.user(i)
+                yield b"u%d" % k, b"/page/%d" % (i % 1000), k % self.partitions
+
+        return _produce(bootstrap, topic, records())
+
+    def expected(self, start: int, count: int) -> collections.Counter[bytes]:
+        """Output values of stream records ``start .. start+count``, with multiplicity."""
+        return collections.Counter(
+            b"/page/%d@region-%d" % (i % 1000, self.user(i) % 50) for i in range(start, start + count)
+        )
+
+
+def _produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes, int]]) -> float:
+    """Write (key, value, partition) records; returns seconds."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "log_level": 3,
+        }
+    )
+    began = time.monotonic()
+    produce = producer.produce
+    for key, value, partition in records:
+        while True:
+            try:
+                produce(topic, value, key, partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError(f"producing to {topic}: records left unacknowledged after 120 s")
+    return time.monotonic() - began
+
+
+def verify_join(
+    bootstrap: str, topic: str, partitions: int, expected: collections.Counter[bytes]
+) -> list[str]:
+    """Read the whole output topic again and compare its values with the expected ones."""
+    return verify_stateless(bootstrap, topic, partitions, expected, 0)
 
 
 def topic_record_count(bootstrap: str, topic: str, partitions: int) -> int:

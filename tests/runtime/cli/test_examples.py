@@ -29,7 +29,7 @@ S = 1000
 
 def test_every_example_is_listed_valid_and_documented() -> None:
     names = [example.name for example in examples.available()]
-    assert names == ["login-alerts", "region-sizes", "wordcount"]
+    assert names == ["login-alerts", "pageviews-by-region", "region-sizes", "wordcount"]
     readme = README.read_text()
     for example in examples.available():
         assert not manifest.validate_manifest(example.path), example.path
@@ -38,6 +38,7 @@ def test_every_example_is_listed_valid_and_documented() -> None:
 
 
 def _topology(name: str, new_topic: Callable[..., str]) -> tuple[Topology, str, str]:
+    """The example with fresh topics; its one source and one sink."""
     topology = manifest.build_topology(manifest.load_manifest(examples.find(name)))
     (source,), (sink,) = topology.source_topics(), topology.sink_topics()
     renamed = {source: new_topic(1), sink: new_topic(1)}
@@ -145,3 +146,45 @@ def test_region_sizes_follow_users_who_move_and_leave(
     second = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))[len(first) :]
     assert {key: (count, ts) for key, count, ts in second} == {"eu": (1, 4), "us": (1, 5)}
     assert app.progress.records_read == {source: 2}
+
+
+def test_pageviews_by_region_count_each_view_in_the_region_of_its_moment(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """The README's input: a user who moves, a view that arrives after the move with an older
+    timestamp, a user without a profile, a view too late for its minute. Kafka Streams' output on
+    the same topology is compared in the conformance suite (pageViewsByRegion)."""
+    topology = manifest.build_topology(manifest.load_manifest(examples.find("pageviews-by-region")))
+    renamed = {t: new_topic(1) for t in ("page-views", "user-profiles", "pageviews-by-region")}
+    topology = topology.rename_topics(renamed)
+    assert sorted(topology.source_topics()) == sorted([renamed["page-views"], renamed["user-profiles"]])
+
+    def records(*rows: tuple[str, str, int]) -> list[admin.Record]:
+        return [admin.Record(k.encode(), v.encode(), timestamp=T0 + t * S) for k, v, t in rows]
+
+    admin.produce(
+        kafka_bootstrap,
+        renamed["user-profiles"],
+        records(("alice", "eu", 0), ("bob", "us", 0), ("alice", "us", 70)),
+    )
+    views = records(
+        ("alice", "/home", 10), ("bob", "/cart", 20), ("carol", "/home", 30),  # carol: no profile
+        ("alice", "/search", 65), ("alice", "/cart", 75), ("bob", "/home", 80),
+        ("alice", "/help", 50),  # processed after her move (70 s): counts in us, in the first minute
+        ("bob", "/search", 125),  # stream time 125 s: the first minute closed at 60 s + 30 s grace
+        ("bob", "/cart", 40),  # late: dropped and counted
+    )  # fmt: skip
+    admin.produce(kafka_bootstrap, renamed["page-views"], views)
+    app = _drain(spark, kafka_bootstrap, topology, tmp_path / "ckpt")
+    out = _longs(admin.consume(kafka_bootstrap, renamed["pageviews-by-region"], idle=2.0))
+    minute = [f"@{T0 + m * 60 * S}/{T0 + (m + 1) * 60 * S}" for m in range(3)]
+    latest = {key: (count, ts) for key, count, ts in out}  # the last update of each window
+    assert latest == {
+        f"eu{minute[0]}": (1, 10 * S),
+        f"us{minute[0]}": (2, 50 * S),  # bob 20 s, alice 50 s
+        f"eu{minute[1]}": (1, 65 * S),
+        f"us{minute[1]}": (2, 80 * S),  # alice 75 s, bob 80 s
+        f"us{minute[2]}": (1, 125 * S),
+    }
+    assert app.progress.late == 1
+    assert app.progress.records_read == {renamed["page-views"]: 9, renamed["user-profiles"]: 3}

@@ -12,11 +12,13 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Produced;
 
 /**
  * The benchmark topologies in Kafka Streams, to compare StreamApp against the library it follows.
- * Usage: KStreamsBench BOOTSTRAP (stateless|wordcount) INPUT OUTPUT APP_ID STATE_DIR [COMMIT_INTERVAL_MS]
+ * Usage: KStreamsBench BOOTSTRAP (stateless|wordcount|join) INPUT OUTPUT APP_ID STATE_DIR [COMMIT_INTERVAL_MS [TABLE]]
+ * (join: INPUT joined with the table read from TABLE, value {@code <value>@<table value>}).
  * Runs until killed; the harness measures from the outside (output topic, process CPU time).
  * COMMIT_INTERVAL_MS (default: Kafka Streams' own, 30 s under at-least-once) also bounds how long the
  * word count's record cache holds updates back, so the harness passes a short one: otherwise a drain
@@ -47,6 +49,9 @@ public final class KStreamsBench {
           .count()
           .toStream()
           .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+    } else if (topology.equals("join")) {
+      KTable<String, String> table = builder.table(args[7], Consumed.with(Serdes.String(), Serdes.String()));
+      lines.join(table, (v, r) -> v + "@" + r).to(output, Produced.with(Serdes.String(), Serdes.String()));
     } else {
       throw new IllegalArgumentException("unknown topology " + topology);
     }
