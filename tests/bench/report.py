@@ -204,10 +204,15 @@ def _markdown(
         f"confluent-kafka {v['confluent_kafka']}, streamapp {v['streamapp']} ({v['git']})",
         f"- Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB memory, "
         f"Linux {m['kernel']}, load average at start {m['load_average_at_start']}" + _run_loads(results),
-        f"- Workload: {a['records']:,} lines drained per run, {a['partitions']} partitions, "
-        f"{a['repeats']} runs per variant interleaved, latency probes at {a['rate']}/s "
-        f"for {a['latency_seconds']} s; cells are median (min–max) over the runs; "
-        f"total wall time {meta.get('wall_s', '?')} s",
+        f"- Workload: {a['records']:,} records drained per run, {a['partitions']} partitions, "
+        f"{a['repeats']} runs per variant interleaved, "
+        + (
+            f"latency probes at {a['rate']}/s for {a['latency_seconds']} s; "
+            if "stateless" in a.get("topologies", ("stateless",))
+            else ""
+        )
+        + (f"join table of {a['table_keys']:,} keys; " if "join" in a.get("topologies", ()) else "")
+        + f"cells are median (min–max) over the runs; total wall time {meta.get('wall_s', '?')} s",
         "",
         "![medians with min–max whiskers](chart.png)",
         "",
