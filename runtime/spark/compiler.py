@@ -363,6 +363,8 @@ class _Compiler:
             isinstance(node, nd.GroupBy) and node.selector is not None
         ):
             return True
+        if node.op == "process":
+            return True  # a processor emits keys of its own
         return any(self._rekeyed(self.topology.node(p)) for p in node.parents)
 
     def _node(self, node: graph.Node) -> None:
