@@ -505,7 +505,9 @@ class _Converter:
         if op == "process":
             processor = nodes.Function(spec.function, spec.returns)
             stores = process_nodes.stores_of(spec.function)
-            return self.add(process_nodes.ProcessNode, (tail,), path, name, processor=processor, stores=stores)
+            return self.add(
+                process_nodes.ProcessNode, (tail,), path, name, processor=processor, stores=stores
+            )
         if op in ("toStream", "toTable", "suppress"):
             node_type = {"toStream": nodes.ToStream, "toTable": nodes.ToTable, "suppress": nodes.Suppress}[op]
             return self.add(node_type, (tail,), path, name)

@@ -342,7 +342,8 @@ class KStream:
         if isinstance(processor, type):
             if not api.is_processor(processor):
                 raise errors.TopologyError(
-                    f"{processor.__qualname__} is not a Processor class (subclass streamapp.runtime.Processor)"
+                    f"{processor.__qualname__} is not a Processor class "
+                    "(subclass streamapp.runtime.Processor)"
                 )
             logic = to_logic(processor, returns=returns)
         elif isinstance(processor, str):

@@ -45,9 +45,11 @@ _TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOI
 OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
-STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"}) | frozenset(
-    t.op for t in join_nodes.JOIN_NODES
-) | {process_nodes.ProcessNode.op}
+STATEFUL_OPS = (
+    frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"})
+    | frozenset(t.op for t in join_nodes.JOIN_NODES)
+    | {process_nodes.ProcessNode.op}
+)
 
 #: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
 STREAM, TABLE, GROUPED_STREAM, GROUPED_TABLE = "stream", "table", "grouped stream", "grouped table"

@@ -109,11 +109,11 @@ class _Checker:
                 self.function(node, ".subtractor", node.subtractor)
             return _Record(None if node.windows else into.key, None)
         elif isinstance(node, join_nodes.JoinNode):
-            return _Record(into.key, None)
+            return _Record(into.key, None)  # the joiner makes a value the checker cannot know
         elif isinstance(node, process_nodes.ProcessNode):
             for suffix, message in process_nodes.problems(node):
                 self.problem(node, suffix, message)
-            return _Record(None, None)  # the processor's keys and values are its own  # the joiner makes a value the checker cannot know
+            return _Record(None, None)  # the processor's keys and values are its own
         elif isinstance(node, nodes.Merge):
             return _Record(
                 into.key if all(p.key == into.key for p in parents) else None,

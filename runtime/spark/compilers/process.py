@@ -24,7 +24,7 @@ def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> Re
     from streamapp.runtime.spark import compiler  # noqa: PLC0415 - compiler imports this module
     from streamapp.runtime.spark.stateful import process_ops  # noqa: PLC0415 - only apps with processors
 
-    processor_class = compiler.resolve_function(node.processor.ref)
+    compiler.resolve_function(node.processor.ref)  # ships the user's module to the executors
     target = process_nodes.resolve(node.processor.ref)
     if isinstance(target, str):
         raise errors.TopologyError(target)
@@ -35,12 +35,8 @@ def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> Re
         if direct
         else F.pmod(F.hash("key"), F.lit(ctx.partitions())).cast("int")
     )
-    value_type = (
-        node.processor.returns
-        or target.returns
-        or parent.df.schema["value"].dataType.simpleString()
-    )
-    return process_ops.process(parent, processor_class, task=task, value_type=value_type)
+    value_type = node.processor.returns or target.returns or parent.df.schema["value"].dataType.simpleString()
+    return process_ops.process(parent, target, task=task, value_type=value_type)
 
 
 COMPILERS: Mapping[type[nodes.Node], context.Compile] = {process_nodes.ProcessNode: compile_process}

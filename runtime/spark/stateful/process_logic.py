@@ -35,7 +35,7 @@ class _Store:
         self._context, self.spec = context, spec
 
     def _entries(self) -> dict[Any, Any]:
-        return self._context.state["stores"].setdefault(self.spec.name, {})  # type: ignore[no-any-return]
+        return self._context.state["stores"].setdefault(self.spec.name, {})
 
     def _alive(self, written: int | None) -> bool:
         ttl, now = self.spec.ttl, self._context.stream_time
@@ -87,7 +87,7 @@ class _List(_Store, api.ListState):
 
 class _Map(_Store, api.MapState):
     def _map(self) -> dict[Any, tuple[Any, int | None]]:
-        return self._entries().get(self._context.key, {})  # type: ignore[no-any-return]
+        return self._entries().get(self._context.key, {})
 
     def get(self, user_key: Any) -> Any:
         entry = self._map().get(user_key)
@@ -140,13 +140,13 @@ class Context(api.ProcessorContext):
         return _STORES[kind](self, spec)
 
     def value_state(self, name: str, *, ttl: int | None = None) -> api.ValueState:
-        return self._declare(name, "value", ttl)  # type: ignore[no-any-return]
+        return self._declare(name, "value", ttl)
 
     def list_state(self, name: str, *, ttl: int | None = None) -> api.ListState:
-        return self._declare(name, "list", ttl)  # type: ignore[no-any-return]
+        return self._declare(name, "list", ttl)
 
     def map_state(self, name: str, *, ttl: int | None = None) -> api.MapState:
-        return self._declare(name, "map", ttl)  # type: ignore[no-any-return]
+        return self._declare(name, "map", ttl)
 
     def _timer(self, kind: int, timestamp: int, register: bool) -> None:
         if self.in_init:
@@ -175,7 +175,7 @@ class Context(api.ProcessorContext):
 
     @property
     def stream_time(self) -> int | None:
-        return self.state["t"]  # type: ignore[no-any-return]
+        return self.state["t"]
 
     @property
     def processing_time(self) -> int:

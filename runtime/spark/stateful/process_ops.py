@@ -23,7 +23,6 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamapp.runtime import processor as api
@@ -68,12 +67,16 @@ class _TaskProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is typ
     def _frame(out: list[tuple[Any, Any, int]]) -> pd.DataFrame:
         return pd.DataFrame(out, columns=_COLUMNS)
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+    ) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         self._load()
         records: list[api.Record] = []
         if frames:
-            batch = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+            batch = (
+                pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+            )
             batch = engine.arrival_order(batch)
             records = [
                 api.Record(k, v, ts, p, o)
