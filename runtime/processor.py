@@ -174,7 +174,7 @@ class MapState(abc.ABC):
 
     @abc.abstractmethod
     def items(self) -> list[tuple[Any, Any]]:
-        """The live entries in insertion order."""
+        """The live entries, in the order they were last written."""
 
     @abc.abstractmethod
     def exists(self) -> bool: ...
