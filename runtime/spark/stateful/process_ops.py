@@ -52,11 +52,12 @@ class _TaskProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is typ
         exists = self._blob.exists()
         self._context.state = pickle.loads(self._blob.get()[0]) if exists else process_logic.new_state()
 
-    def _save(self, timer_values: Any) -> None:
+    def _save(self, timer_values: Any, expired: int | None = None) -> None:
         context = self._context
         self._blob.update((pickle.dumps(context.state, protocol=pickle.HIGHEST_PROTOCOL),))
         for registered in list(self._handle.listTimers()):
-            self._handle.deleteTimer(registered)
+            if registered != expired:  # Spark deletes the timer it is calling back itself
+                self._handle.deleteTimer(registered)
         if process_logic.needs_wake_up(context):
             # Above this batch's watermark (so not fired in this batch), at most the stream time
             # reached when the task is not behind: the next batch's watermark reaches it.
@@ -95,7 +96,7 @@ class _TaskProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is typ
         self._load()
         now = int(timerValues.getCurrentProcessingTimeInMs())
         out = process_logic.fire_timers(self._processor, self._context, now)
-        self._save(timerValues)
+        self._save(timerValues, expired=int(expiredTimerInfo.getExpiryTimeInMs()))
         if out:
             yield self._frame(out)
 
