@@ -35,7 +35,11 @@ partition in offset order, merged by the oldest head record), groups them by key
 key's first record, and calls ``process(key, records)`` once per key, the records in that order
 (an out-of-order record stays where its offset put it). Stream time is advanced over the whole
 batch first, so during ``process`` it already includes the batch's records. Records with a null
-key are dropped (state is kept per key).
+key are dropped and counted (state is kept per key), as Kafka Streams' keyed steps do.
+
+**Instances**: StreamApp makes one instance per Spark partition and calls ``init`` once on it; the
+same instance serves every task and key there, one call at a time, so per-key data belongs in
+state stores, not on ``self``.
 
 **Timers** belong to the key being processed (``register_*`` inside ``process`` or
 ``on_timer``). They fire at *micro-batch boundaries*: at the start of a task's next micro-batch,
@@ -57,7 +61,9 @@ timestamp)`` tuples; the default timestamp is the newest of ``records`` for ``pr
 timer's for ``on_timer``. The key type stays the input's; the value's is ``returns`` (default the
 input value type). Downstream, the key counts as changed (a later grouping repartitions).
 
-Not implemented, refused by name: an initial state, a processor of a table, headers on output.
+Not implemented: an initial state, output headers (outputs carry none), a processor of a table
+(refused by the graph checks: ``toStream`` first), other settings of the ``process`` step
+(refused by name).
 """
 
 from __future__ import annotations
@@ -231,7 +237,7 @@ class Processor:
     returns: ClassVar[str | None] = None
 
     def init(self, context: ProcessorContext) -> None:
-        """Declare the state stores (by name) and keep the context; called once per task set."""
+        """Declare the state stores (by name) and keep the context; called once per instance."""
 
     @abc.abstractmethod
     def process(self, key: Any, records: list[Record]) -> Iterable[Output]:

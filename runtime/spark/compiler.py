@@ -192,6 +192,9 @@ class _Compiler:
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
 
+    def without_null_keys(self, node: nd.Node, frame: frames.RecordFrame) -> frames.RecordFrame:
+        return self._without_null_keys(node, frame)
+
     def partitions(self) -> int:
         plan = next(iter(self.frames.values())).df
         return int(plan.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")

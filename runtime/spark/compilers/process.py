@@ -28,7 +28,7 @@ def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> Re
     target = process_nodes.resolve(node.processor.ref)
     if isinstance(target, str):
         raise errors.TopologyError(target)
-    parent = ctx.frames[node.parents[0]]
+    parent = ctx.without_null_keys(node, ctx.frames[node.parents[0]])
     direct = joins.direct(ctx.topology, ctx.topology.node(node.parents[0]))
     task: Column = (
         F.coalesce(F.col("partition"), F.lit(0)).cast("int")

@@ -112,3 +112,30 @@ def test_a_processing_time_timer_fires_in_the_batch_after_without_new_input(
     _produce(kafka_bootstrap, source, ("m", "w2", 9, 0))
     _drain(spark, kafka_bootstrap, topology, checkpoint)
     assert _new(kafka_bootstrap, sink, seen) == [("m", "processing reminder: w2", 9)]
+
+
+def test_after_a_key_change_a_key_is_one_task_and_a_grouping_counts_the_processors_output(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """selectKey moves records of one new key out of the partitions they were read from: the
+    processor's tasks are then key hashes (Kafka Streams' repartition topic), so one key's
+    records meet in one call whatever partition they came from. A null key is dropped, counted."""
+    source, sink, counts = new_topic(partitions=2), new_topic(partitions=1), new_topic(partitions=1)
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    tallied = b.stream(source).select_key("lower(key)").process("process_udfs:Tally", name="tally")
+    tallied.to(sink)
+    tallied.group_by_key().count().to_stream().to(counts, value_serde=Serdes.Long())
+    records = [("K", "a", 1, 0), ("k", "b", 2, 1), ("j", "c", 3, 1)]
+    _produce(kafka_bootstrap, source, *records)
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, b"d", timestamp=T0 + 4 * S, partition=0)])
+    app = _drain(spark, kafka_bootstrap, b.build(), tmp_path / "ckpt")
+    assert sorted(_new(kafka_bootstrap, sink, [])) == [
+        ("j", "count=1 recent=c by-value=c:1", 3),
+        ("k", "count=2 recent=a,b by-value=a:1,b:1", 2),
+    ]
+    got = admin.consume(kafka_bootstrap, counts, idle=2.0)
+    assert sorted(((r.key or b"").decode(), int.from_bytes(r.value or b"", "big")) for r in got) == [
+        ("j", 1),
+        ("k", 1),
+    ]
+    assert app.progress.dropped_by_node == {"tally": 1}
