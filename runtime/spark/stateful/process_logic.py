@@ -15,6 +15,7 @@ A task's state is one plain dict (pickled by the engine between batches)::
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -130,6 +131,8 @@ class Context(api.ProcessorContext):
         self.now = 0
         self.declared: list[api.StoreSpec] = []
         self.in_init = True
+        #: while timers fire: the timers registered meanwhile (they may be due in the same round)
+        self.fresh: list[tuple[int, int, int, Any]] | None = None
 
     def _declare(self, name: str, kind: str, ttl: int | None) -> Any:
         if not self.in_init:
@@ -158,6 +161,8 @@ class Context(api.ProcessorContext):
             if (kind, self.key, timestamp) not in timers:
                 self.state["seq"] += 1
                 timers[(kind, self.key, timestamp)] = self.state["seq"]
+                if self.fresh is not None:
+                    self.fresh.append((timestamp, self.state["seq"], kind, self.key))
         else:
             timers.pop((kind, self.key, timestamp), None)
 
@@ -223,12 +228,27 @@ def fire_timers(processor: api.Processor, context: Context, now: int) -> list[tu
     context.now = now
     out: list[tuple[Any, Any, int]] = []
     name = type(processor).__qualname__
-    while due := _due(context.state, now):
-        ts, _seq, kind, key = due[0]
-        del context.state["timers"][(kind, key, ts)]
-        context.key = key
-        timer = api.Timer(ts, _KINDS[kind])
-        out.extend(api.outputs(processor.on_timer(key, timer), ts, f"{name}.on_timer"))
+    heap = _due(context.state, now)  # sorted: a heap already; seq is unique, so keys never compare
+    timers: dict[tuple[int, Any, int], int] = context.state["timers"]
+    t = context.state["t"]
+    context.fresh = []
+    try:
+        while heap:
+            ts, seq, kind, key = heapq.heappop(heap)
+            if timers.get((kind, key, ts)) != seq:
+                continue  # deleted by an earlier on_timer
+            del timers[(kind, key, ts)]
+            context.key = key
+            timer = api.Timer(ts, _KINDS[kind])
+            out.extend(api.outputs(processor.on_timer(key, timer), ts, f"{name}.on_timer"))
+            for fresh in context.fresh:
+                if (fresh[2] == EVENT and t is not None and fresh[0] <= t) or (
+                    fresh[2] == PROCESSING and fresh[0] <= now
+                ):
+                    heapq.heappush(heap, fresh)
+            context.fresh.clear()
+    finally:
+        context.fresh = None
     _purge(context)
     return out
 

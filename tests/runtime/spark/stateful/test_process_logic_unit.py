@@ -172,3 +172,26 @@ def test_the_api_refuses_what_it_does_not_do_by_name() -> None:
         process_logic.run_round(processor, context, _records(("a", 1, 1)), now=0)
     assert api.is_processor(silence.SilenceAlert) and not api.is_processor(api.Processor)
     assert not api.is_processor(len)
+
+
+class FirstOnly(api.Processor):
+    """Two event-time timers per key (10 and 11 ms after its record); the first deletes the second."""
+
+    def init(self, context: api.ProcessorContext) -> None:
+        self.context = context
+
+    def process(self, key: Any, records: list[api.Record]) -> tuple[()]:
+        self.context.register_event_time_timer(records[0].timestamp + 11)
+        self.context.register_event_time_timer(records[0].timestamp + 10)
+        return ()
+
+    def on_timer(self, key: Any, timer: api.Timer) -> Iterator[tuple[Any, Any]]:
+        self.context.delete_event_time_timer(timer.timestamp + 1)
+        yield key, timer.timestamp
+
+
+def test_due_timers_fire_in_time_order_and_a_timer_deleted_meanwhile_does_not_fire() -> None:
+    processor, context = _task(FirstOnly)
+    process_logic.run_round(processor, context, _records(("b", 0, 5), ("a", 0, 0), ("c", 0, 50)), now=0)
+    assert process_logic.fire_timers(processor, context, now=0) == [("a", 10, 10), ("b", 15, 15)]
+    assert set(context.state["timers"]) == {(process_logic.EVENT, "c", 61), (process_logic.EVENT, "c", 60)}
