@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
+from streamapp.runtime import processor as api
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, process_nodes, validate
 
 __all__ = [
     "BranchedKStream",
@@ -327,6 +328,31 @@ class KStream:
             self.builder, join_nodes.OuterJoin, self.node, other.node, joiner, windows, returns, name
         )
         return KStream(self.builder, node)
+
+    def process(
+        self,
+        processor: type[api.Processor] | str | nodes.Function,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Run a custom :class:`~streamapp.runtime.Processor` over the stream, per key with state
+        and timers (see :mod:`streamapp.runtime.processor`); ``processor`` is the class itself or
+        its ``package.module:Class``; ``returns`` overrides the class's value type."""
+        if isinstance(processor, type):
+            if not api.is_processor(processor):
+                raise errors.TopologyError(
+                    f"{processor.__qualname__} is not a Processor class "
+                    "(subclass streamapp.runtime.Processor)"
+                )
+            logic = to_logic(processor, returns=returns)
+        elif isinstance(processor, str):
+            logic = nodes.Function(processor, returns)
+        else:
+            logic = processor if processor.returns or not returns else nodes.Function(processor.ref, returns)
+        assert isinstance(logic, nodes.Function)
+        stores = process_nodes.stores_of(logic.ref)
+        return self._then(process_nodes.ProcessNode, name, processor=logic, stores=stores)
 
 
 JoinWindows = join_nodes.JoinWindows

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from streamapp.runtime import serdes
 
 # Imported as `nd`: `Topology.nodes` (the field) would shadow the module inside the class.
-from streamapp.runtime.topology import join_nodes
+from streamapp.runtime.topology import join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = [
@@ -36,13 +36,19 @@ Node = nd.Node
 
 #: Operation → the word Kafka Streams uses in generated processor names.
 #: Every node type by operation: the common ones and the joins (their own module).
-_JOIN_TYPES: tuple[type[nd.Node], ...] = (*join_nodes.JOIN_NODES, join_nodes.GlobalTableSource)
+_JOIN_TYPES: tuple[type[nd.Node], ...] = (
+    *join_nodes.JOIN_NODES,
+    join_nodes.GlobalTableSource,
+    process_nodes.ProcessNode,
+)
 _TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOIN_TYPES}}
 OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
-STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"}) | frozenset(
-    t.op for t in join_nodes.JOIN_NODES
+STATEFUL_OPS = (
+    frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"})
+    | frozenset(t.op for t in join_nodes.JOIN_NODES)
+    | {process_nodes.ProcessNode.op}
 )
 
 #: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
@@ -194,7 +200,7 @@ class Topology:
         """Whether records leaving ``name`` may no longer be partitioned by their key: a
         ``selectKey``/``map``/``flatMap`` since the last source, aggregation or repartition."""
         node = self.node(name)
-        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)):
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap, process_nodes.ProcessNode)):
             return True
         if isinstance(node, (nd.Source, nd.Repartition, nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
             return False
@@ -216,7 +222,7 @@ class Topology:
         """Whether ``name``'s key may differ from the one its records were written with (a join or
         aggregation after it needs Kafka Streams' repartition topic)."""
         node = self.node(name)
-        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)) or (
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap, process_nodes.ProcessNode)) or (
             isinstance(node, nd.GroupBy) and node.selector is not None
         ):
             return True

@@ -16,7 +16,7 @@ from streamapp.runtime.spark.compilers import context
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.topology import graph, join_nodes, nodes
 
-__all__ = ["COMPILERS", "compile_global_table", "compile_join"]
+__all__ = ["COMPILERS", "compile_global_table", "compile_join", "direct"]
 
 #: Operations that keep Kafka's partitions and keys: records stay in the task they were read in.
 _KEEPS_PARTITIONS = frozenset(
@@ -24,11 +24,11 @@ _KEEPS_PARTITIONS = frozenset(
 )
 
 
-def _direct(topology: graph.Topology, node: nodes.Node) -> bool:
+def direct(topology: graph.Topology, node: nodes.Node) -> bool:
     """Whether ``node``'s records still sit in the input partition their key was written to."""
     if isinstance(node, nodes.Source):
         return True
-    return node.op in _KEEPS_PARTITIONS and all(_direct(topology, p) for p in topology.parents(node))
+    return node.op in _KEEPS_PARTITIONS and all(direct(topology, p) for p in topology.parents(node))
 
 
 def _side(ctx: context.Context, name: str) -> Any:
@@ -36,7 +36,7 @@ def _side(ctx: context.Context, name: str) -> Any:
 
     if name in ctx.raw_tables:
         return join_ops.Side(ctx.raw_tables[name], partitioned=True)
-    return join_ops.Side(ctx.frames[name], partitioned=_direct(ctx.topology, ctx.topology.node(name)))
+    return join_ops.Side(ctx.frames[name], partitioned=direct(ctx.topology, ctx.topology.node(name)))
 
 
 def _joiner(logic: nodes.Logic) -> Logic:
