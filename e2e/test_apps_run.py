@@ -29,6 +29,7 @@ from typing import Any
 import cluster
 import node_agent_proc
 import operator_proc
+import procfs
 import pytest
 from operator_proc import APPS_NAMESPACE, apply, manifest
 
@@ -133,31 +134,6 @@ class _App:
         return pods[0] if pods else None
 
 
-def _mapped_archives(pid: int) -> list[str]:
-    """StreamApp's class-data archives mapped by ``pid`` or its descendants (the driver's JVM is
-    a child of the Pod's Python process)."""
-    parents: dict[int, int] = {}
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    family, grew = {pid}, True
-    while grew:
-        more = {child for child, parent in parents.items() if parent in family} - family
-        family |= more
-        grew = bool(more)
-    found: set[str] = set()
-    for member in family:
-        try:
-            maps = pathlib.Path(f"/proc/{member}/maps").read_text()
-        except OSError:
-            continue
-        found |= {line.split()[-1] for line in maps.splitlines() if "/share/streamapp/driver-" in line}
-    return sorted(found)
-
-
 def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     agent_node: node_agent_proc.AgentProcess,
     streamapp_operator: operator_proc.Operator,
@@ -208,7 +184,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     listing = app.listing()
     # The driver's JVM starts from the class-data archive `make setup` wrote (a driver Pod's
     # launch is a plain one: no SPARK_CONF_DIR folder on its class path to refuse it).
-    archives = _mapped_archives(agent_node.pid(NS, "wc-real-driver", "driver"))
+    archives = procfs.class_data_archives(agent_node.pid(NS, "wc-real-driver", "driver"))
     assert archives, "the driver's JVM mapped no class-data archive (make setup writes it)"
     streamapp_report(
         f"apps run: wc-real first output {first_output:.1f}s after kubectl apply "

@@ -14,7 +14,9 @@ path), so a changed JDK or Spark never meets an old archive: it finds none, and 
 for other inputs in the same context is reported as stale. ``make setup`` (``streamapp setup
 --class-data-archive``) writes one for a plain launch (``streamapp run``, the demo, the tests)
 into the virtual environment (``<venv>/share/streamapp``), which a driver Pod run from the same
-environment uses too (e2e checks that its JVM maps it); the runtime image has none yet. A JVM
+environment uses too (e2e checks that its JVM maps it); the runtime image bakes its own
+(``setup --class-data-archive --no-broker`` in its Dockerfile; ``make images-test`` checks the
+in-image driver maps it). A JVM
 that still refuses the archive says why in the log this module reads back (:func:`check`), and
 the archive is removed: nothing is ignored silently.
 Executors are separate JVMs on another class path: they do not use it.
