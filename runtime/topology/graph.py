@@ -94,7 +94,7 @@ class Topology:
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
             return TABLE
         if isinstance(node, join_nodes.JoinNode):
-            return TABLE if self.join_kind(node) == "table-table" else STREAM
+            return TABLE if self.join_kind(node) in ("table-table", "table-table-fk") else STREAM
         return STREAM
 
     def join_kind(self, node: join_nodes.JoinNode) -> str:
@@ -107,7 +107,7 @@ class Topology:
         if kinds == [STREAM, STREAM]:
             return "stream-stream"
         if kinds == [TABLE, TABLE]:
-            return "table-table"
+            return "table-table-fk" if node.foreign_key is not None else "table-table"
         return "-".join(kinds)
 
     def windowed(self, name: str) -> bool:
@@ -237,6 +237,7 @@ class Topology:
             for side, parent in zip(("left", "right"), node.parents, strict=True)
             if self.kind(parent) == STREAM and self.rekeyed(parent)
         ]
+        out += [f"internal topics: [{', '.join(node.topics())}]"] if node.topics() else []
         return out + ([f"repartition topics: [{', '.join(topics)}]"] if topics else [])
 
     def subtopologies(self) -> Iterator[list[nd.Node]]:
@@ -246,6 +247,10 @@ class Topology:
         groups: list[list[nd.Node]] = []
         for node in self.nodes:
             parents = [p for p in node.parents if not self.repartitions(self.node(p))]
+            if isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None:
+                # The right table meets its subscriptions in a sub-topology of its own (Kafka
+                # Streams' subscription-registration and response topics join the two).
+                parents = parents[:1]
             linked = sorted({group_of[p] for p in parents if p in group_of})
             if not linked:
                 groups.append([node])
