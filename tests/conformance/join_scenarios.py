@@ -48,6 +48,29 @@ def _table_join(op: str, joiner: str) -> str:
 """
 
 
+def _fk_join(op: str, joiner: str) -> str:
+    return f"""
+      - name: right
+        from: {{topic: in1, as: table}}
+      - from: {{topic: in0, as: table}}
+        steps:
+          - {op}: {{with: right, foreignKey: "{_FOREIGN_KEY}", joiner: "{joiner}"}}
+          - toStream: {{}}
+          - to: {{topic: out}}
+"""
+
+
+#: The right table's key from a left value (a digit): 0-8 → a-f (modulo 6), 9 → a null foreign key.
+_FOREIGN_KEY = (
+    "CASE WHEN value = '9' THEN NULL ELSE element_at(array('a', 'b', 'c', 'd', 'e', 'f'), "
+    "cast(value AS INT) % 6 + 1) END"
+)
+_FK_NOTE = (
+    "foreign-key join (KIP-213): left rows re-pointed (their value changes the foreign key), "
+    "deleted and given a null foreign key; right rows updated and deleted. Kafka Streams runs it "
+    "through its subscription and response topics; the final table is compared"
+)
+
 _BOTH = "concat(left, '@', right)"
 _LEFT = "concat(left, '@', coalesce(right, '-'))"
 _OUTER = "concat(coalesce(left, '-'), '@', coalesce(right, '-'))"
@@ -89,4 +112,10 @@ JOIN_SCENARIOS: list[sc.Scenario] = [
     sc.Scenario("tableTableJoin", _table_join("join", _BOTH), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableLeftJoin", _table_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableOuterJoin", _table_join("outerJoin", _OUTER), sc.TABLE, "string", inputs=2),
+    sc.Scenario(
+        "fkJoin", _fk_join("join", _BOTH), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
+    ),
+    sc.Scenario(
+        "fkLeftJoin", _fk_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
+    ),
 ]

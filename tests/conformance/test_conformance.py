@@ -28,6 +28,7 @@ from streamapp.runtime.kafka import admin
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import join_scenarios as js
 import oracle
 import scenarios as sc
 
@@ -145,14 +146,15 @@ def test_streamapp_agrees_with_kafka_streams(
 ) -> None:
     started = time.monotonic()
     uid = f"{time.monotonic_ns() % 10**9}"
-    names = [s.name for s in sc.SCENARIOS]
+    every = [*sc.SCENARIOS, *js.JOIN_SCENARIOS]
+    names = [s.name for s in every]
     assert len(set(names)) == len(names), "scenario names must be unique"
     # While working on one scenario: STREAMAPP_CONFORMANCE=name,name runs only those.
     only = [n for n in os.environ.get("STREAMAPP_CONFORMANCE", "").split(",") if n]
     assert set(only) <= set(names), f"unknown scenarios {set(only) - set(names)}"
-    scenarios = [s for s in sc.SCENARIOS if not only or s.name in only]
+    scenarios = [s for s in every if not only or s.name in only]
     inputs = {s.name: [f"conf-{uid}-{s.name}-in{i}" for i in range(s.inputs)] for s in scenarios}
-    settings = {s.name: sc.BATCHES if s.windowed else sc.BATCHES[:1] for s in scenarios}
+    settings = {s.name: sc.BATCHES if s.windowed or s.every_batch else sc.BATCHES[:1] for s in scenarios}
     ks_out = {s.name: f"conf-{uid}-{s.name}-kstreams" for s in scenarios}
     our_out = {(s.name, n): f"conf-{uid}-{s.name}-streamapp-{n}" for s in scenarios for n in settings[s.name]}
     topics = [t for ts in inputs.values() for t in ts] + [*ks_out.values(), *our_out.values()]
