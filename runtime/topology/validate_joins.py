@@ -61,9 +61,7 @@ def _columns_problem(logic: nodes.Logic, columns: tuple[str, ...], reads: str) -
         if root in bound or root.lower() in columns:
             continue
         hint = difflib.get_close_matches(root, columns, n=1)
-        return f"unknown column '{root}' ({reads})" + (
-            f"; did you mean '{hint[0]}'?" if hint else ""
-        )
+        return f"unknown column '{root}' ({reads})" + (f"; did you mean '{hint[0]}'?" if hint else "")
     return None
 
 
@@ -84,9 +82,7 @@ def problems(topology: graph.Topology, node: join_nodes.JoinNode) -> list[tuple[
         ]
     if node.op not in _SUPPORTED[kind]:
         what = "foreign-key" if kind == "table-table-fk" else kind
-        out.append(
-            ("", f"a {what} join is join or leftJoin (Kafka Streams has no {what} {node.op})")
-        )
+        out.append(("", f"a {what} join is join or leftJoin (Kafka Streams has no {what} {node.op})"))
     if node.foreign_key is not None and kind != "table-table-fk":
         out.append(
             (

@@ -116,6 +116,12 @@ JOIN_SCENARIOS: list[sc.Scenario] = [
         "fkJoin", _fk_join("join", _BOTH), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
     ),
     sc.Scenario(
-        "fkLeftJoin", _fk_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
+        "fkLeftJoin",
+        _fk_join("leftJoin", _LEFT),
+        sc.TABLE,
+        "string",
+        inputs=2,
+        every_batch=True,
+        note=_FK_NOTE,
     ),
 ]

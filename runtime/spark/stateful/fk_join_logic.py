@@ -53,7 +53,9 @@ DELETE_NO_PROPAGATE, DELETE_PROPAGATE, PROPAGATE_NULL, PROPAGATE_IF_FOUND = 0, 1
 Response = tuple[Any, int, Any, Any, int]
 
 
-def subscriptions(old_fk: Any, new_fk: Any, *, old: bool, new: bool, left_join: bool) -> list[tuple[Any, int]]:
+def subscriptions(
+    old_fk: Any, new_fk: Any, *, old: bool, new: bool, left_join: bool
+) -> list[tuple[Any, int]]:
     """The ``(foreign key, instruction)`` messages of one left update (``old``/``new``: whether the
     old and the new value are not null; ``old_fk``/``new_fk`` extracted from them), in the order
     Kafka Streams sends them (an unsubscription first)."""

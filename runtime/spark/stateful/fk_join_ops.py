@@ -48,7 +48,9 @@ def _changes(left: RecordFrame) -> DataFrame:
     def step(key: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         old, version = state if state is not None else (None, 0)
         batch = engine.ordered(batch)
-        out: dict[str, list[Any]] = {c: [] for c in ("key", "value", "old", "ver", "ts", "partition", "offset")}
+        out: dict[str, list[Any]] = {
+            c: [] for c in ("key", "value", "old", "ver", "ts", "partition", "offset")
+        }
         columns = (engine.pylist(batch["value"]), batch["ts"].tolist(), batch["partition"].tolist())
         for new, ts, part, offset in zip(*columns, batch["offset"].tolist(), strict=True):
             if new is None and old is None:
@@ -73,7 +75,9 @@ def _foreign_keys(changes: DataFrame, extractor: Logic, fk_type: str) -> DataFra
     new_fk = F.when(F.col("value").isNotNull(), frame.evaluate(extractor, default_type=fk_type))
     with_new = changes.withColumn("new_fk", new_fk.cast(fk_type))
     swapped = with_new.withColumnRenamed("value", "new").withColumnRenamed("old", "value")
-    old_fk = F.when(F.col("value").isNotNull(), RecordFrame(swapped).evaluate(extractor, default_type=fk_type))
+    old_fk = F.when(
+        F.col("value").isNotNull(), RecordFrame(swapped).evaluate(extractor, default_type=fk_type)
+    )
     both = swapped.withColumn("old_fk", old_fk.cast(fk_type))
     return both.withColumnRenamed("value", "old").withColumnRenamed("new", "value")
 
@@ -114,7 +118,9 @@ def _messages(with_fks: DataFrame, *, left_join: bool) -> DataFrame:
                 1,
             ),
         )
-    exploded = with_fks.select("*", F.explode(F.filter(F.array(first, second), lambda m: m.isNotNull())).alias("m"))
+    exploded = with_fks.select(
+        "*", F.explode(F.filter(F.array(first, second), lambda m: m.isNotNull())).alias("m")
+    )
     return exploded.select(
         F.col("m.fk").alias("fk"),
         F.col("key").alias("pk"),
@@ -183,7 +189,10 @@ def foreign_key_join(
         return state, frame
 
     responses = engine.run(
-        union, "task", subscribe, f"key {pk_type}, ver bigint, left {lv_type}, right {rv_type}, ts bigint, seq bigint"
+        union,
+        "task",
+        subscribe,
+        f"key {pk_type}, ver bigint, left {lv_type}, right {rv_type}, ts bigint, seq bigint",
     ).withColumn("task", F.pmod(F.hash("key"), F.lit(partitions)).cast("int"))
 
     def results(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
@@ -195,7 +204,9 @@ def foreign_key_join(
         out = [(key, left, right, ts) for key, _, left, right, ts in ordered]
         return None, pd.DataFrame(out, columns=["key", "left", "right", "ts"])
 
-    rows = engine.run(responses, "task", results, f"key {pk_type}, left {lv_type}, right {rv_type}, ts bigint")
+    rows = engine.run(
+        responses, "task", results, f"key {pk_type}, left {lv_type}, right {rv_type}, ts bigint"
+    )
     value = join_ops.joiner_column(joiner, default_type=lv_type)
     value = F.when(F.col("left").isNotNull() | F.col("right").isNotNull(), value)
     return engine.as_record_frame(rows.select("key", value.alias("value"), "ts"))

@@ -10,6 +10,9 @@ import pytest
 from streamapp.runtime.spark.stateful import fk_join_logic as fk
 from streamapp.runtime.spark.stateful.join_logic import LEFT, RIGHT
 
+#: A leftJoin row that leaves foreign key a for none: unsubscribed, and answered with no right row.
+_LEFT_UNSUBSCRIBED = [("a", fk.DELETE_NO_PROPAGATE), (None, fk.PROPAGATE_NULL)]
+
 
 @pytest.mark.parametrize(
     ("old_fk", "new_fk", "old", "new", "inner", "left"),
@@ -25,11 +28,11 @@ from streamapp.runtime.spark.stateful.join_logic import LEFT, RIGHT
             [("a", fk.DELETE_NO_PROPAGATE), ("b", fk.PROPAGATE_NULL)],
         ),
         # the new value has a null foreign key: the inner result goes; the left one loses its right
-        ("a", None, True, True, [("a", fk.DELETE_PROPAGATE)], [("a", fk.DELETE_NO_PROPAGATE), (None, fk.PROPAGATE_NULL)]),
+        ("a", None, True, True, [("a", fk.DELETE_PROPAGATE)], _LEFT_UNSUBSCRIBED),
         (None, None, True, True, [], [(None, fk.PROPAGATE_NULL)]),
         (None, None, False, True, [], [(None, fk.PROPAGATE_NULL)]),
         # deleted
-        ("a", None, True, False, [("a", fk.DELETE_PROPAGATE)], [("a", fk.DELETE_NO_PROPAGATE), (None, fk.PROPAGATE_NULL)]),
+        ("a", None, True, False, [("a", fk.DELETE_PROPAGATE)], _LEFT_UNSUBSCRIBED),
         (None, None, True, False, [], [(None, fk.PROPAGATE_NULL)]),
         (None, None, False, False, [], []),
     ],
