@@ -272,6 +272,10 @@ class Topology:
     def describe(self) -> str:
         """Readable text in the shape of Kafka Streams' TopologyDescription."""
         lines = ["Topologies:"]
+        # Foreign-key joins: the two tables meet through topics (join_nodes.foreign_key_lines).
+        fk = [n for n in self.nodes if isinstance(n, join_nodes.JoinNode) and n.foreign_key is not None]
+        instead = {(n.parents[0], n.name): f"{n.name}-subscription-registration-sink" for n in fk}
+        instead |= {(n.parents[1], n.name): f"{n.name}-foreign-join-subscription" for n in fk}
         for index, group in enumerate(self.subtopologies()):
             lines.append(f"   Sub-topology: {index}")
             sources: set[str] = set()
@@ -284,6 +288,9 @@ class Topology:
                             f"    Source: {parent}-repartition-source (topics: [{parent}-repartition])"
                         )
                         lines.append(f"      --> {', '.join(c.name for c in self.children(parent))}")
+                fk_join = isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None
+                if isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None:
+                    lines.extend(node.foreign_key_lines()[0])
                 detail = node.detail()
                 if isinstance(node, join_nodes.JoinNode):
                     detail = ", ".join([detail, *self._join_detail(node)])
@@ -292,16 +299,21 @@ class Topology:
                 kids = (
                     [f"{node.name}-repartition-sink"]
                     if repartitions
-                    else [c.name for c in self.children(node.name)]
+                    else [instead.get((node.name, c.name), c.name) for c in self.children(node.name)]
                 )
                 if kids:
                     lines.append(f"      --> {', '.join(kids)}")
-                if node.parents:
+                if fk_join:
+                    lines.append(f"      <-- {node.name}-subscription-response-source")
+                elif node.parents:
                     parents = [f"{p}-repartition-source" if p in shuffled else p for p in node.parents]
                     lines.append(f"      <-- {', '.join(parents)}")
                 if repartitions:
                     lines.append(f"    Sink: {node.name}-repartition-sink (topic: {node.name}-repartition)")
                     lines.append(f"      <-- {node.name}")
+                for join in fk:
+                    if join.parents[1] == node.name:
+                        lines.extend(join.foreign_key_lines()[1])
             lines.append("")
         kind, why = self.trigger()
         lines.append(f"Execution: {kind} trigger ({why})")

@@ -118,6 +118,35 @@ class JoinNode(nodes.Node):
             return [f"{self.name}-subscription-store", f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
         return [f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
 
+    def foreign_key_lines(self) -> tuple[list[str], list[str]]:
+        """describe() of a foreign-key join's internal topics, named as Kafka Streams names them
+        for ``TableJoined.as(<node name>)``: the lines written in the left table's sub-topology
+        before the join node, and those written in the right table's after the right table."""
+        n = self.name
+        registration, response = self.topics()
+        left = [
+            f"    Sink: {n}-subscription-registration-sink (topic: {registration})",
+            f"      <-- {self.parents[0]}",
+            f"    Source: {n}-subscription-response-source (topics: [{response}])",
+            f"      --> {n}",
+        ]
+        right = [
+            f"    Processor: {n}-foreign-join-subscription (stores: [{n}-subscription-store])",
+            f"      --> {n}-subscription-response-sink",
+            f"      <-- {self.parents[1]}",
+            f"    Source: {n}-subscription-registration-source (topics: [{registration}])",
+            f"      --> {n}-subscription-receive",
+            f"    Processor: {n}-subscription-receive (stores: [{n}-subscription-store])",
+            f"      --> {n}-subscription-join-foreign",
+            f"      <-- {n}-subscription-registration-source",
+            f"    Processor: {n}-subscription-join-foreign (stores: [{self.parents[1]}-store])",
+            f"      --> {n}-subscription-response-sink",
+            f"      <-- {n}-subscription-receive",
+            f"    Sink: {n}-subscription-response-sink (topic: {response})",
+            f"      <-- {n}-subscription-join-foreign, {n}-foreign-join-subscription",
+        ]
+        return left, right
+
     def topics(self) -> list[str]:
         """A foreign-key join's internal topics, as Kafka Streams names them for
         ``TableJoined.as(<node name>)``: subscriptions by foreign key, responses by left key."""

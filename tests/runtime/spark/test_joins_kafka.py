@@ -593,6 +593,19 @@ def test_foreign_key_builder_form_and_describe() -> None:
     assert "foreignKey: join_udfs:customer_of" in text
     # The right table meets the subscriptions in a sub-topology of its own, as in Kafka Streams.
     assert text.count("Sub-topology:") == 2
+    right, left = text.split("Sub-topology: 1")
+    assert (
+        f"    Source: {name}-subscription-registration-source "
+        f"(topics: [{name}-subscription-registration-topic])\n"
+    ) in right
+    assert (
+        f"    Sink: {name}-subscription-response-sink (topic: {name}-subscription-response-topic)\n" in right
+    )
+    assert (
+        f"    Sink: {name}-subscription-registration-sink (topic: {name}-subscription-registration-topic)\n"
+        in left
+    )
+    assert f"      <-- {name}-subscription-response-source\n" in left
 
 
 def test_foreign_key_joins_follow_repointed_and_deleted_rows_without_stale_results(
