@@ -20,7 +20,23 @@ from __future__ import annotations
 
 import scenarios as sc
 
-__all__ = ["JOIN_SCENARIOS"]
+__all__ = ["JOIN_SCENARIOS", "OPEN_DEFECTS"]
+
+_ACROSS_BATCHES = (
+    "a stream record meets the other input at another point than in Kafka Streams when the "
+    "micro-batch ends inside the inputs (maxOffsetsPerTrigger 45): each micro-batch is merged by "
+    "head timestamp on its own, Kafka Streams merges the whole of both partitions (issue 12)"
+)
+#: Join scenarios that disagree with Kafka Streams, in the form of scenarios.OPEN_DEFECTS. Found
+#: when the join scenarios were first run in the suite (2026-11-25, 8 scenarios, one batch
+#: setting, 54 mismatches in 4, the same in two runs); the table-table joins and
+#: streamStreamLeftJoin agreed.
+OPEN_DEFECTS = {
+    "streamTableJoin": f"10 mismatches: {_ACROSS_BATCHES}",
+    "streamTableLeftJoin": f"30 mismatches: {_ACROSS_BATCHES}",
+    "streamStreamJoin": f"6 mismatches: {_ACROSS_BATCHES}",
+    "streamStreamOuterJoin": f"8 mismatches: {_ACROSS_BATCHES}",
+}
 
 
 def _join(op: str, table: bool, joiner: str, windows: str = "") -> str:
