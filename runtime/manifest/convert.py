@@ -449,8 +449,11 @@ class _Converter:
             )
         parents = (tail, other[0])
         key = None if spec.key is None else self.logic(spec.key, f"{path}.key")
+        foreign_key = None if spec.foreign_key is None else self.logic(spec.foreign_key, f"{path}.foreignKey")
         joiner = self.logic(spec.joiner, f"{path}.joiner")
-        return self.add(node_type, parents, path, name, joiner=joiner, windows=windows, key=key)
+        return self.add(
+            node_type, parents, path, name, joiner=joiner, windows=windows, key=key, foreign_key=foreign_key
+        )
 
     def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
         if op in _LOGIC_NODES:

@@ -90,6 +90,8 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
         join: dict[str, Any] = {"with": stream_of[node.parents[1]], "joiner": _logic(node.joiner)}
         if node.key is not None:
             join["key"] = _logic(node.key)
+        if node.foreign_key is not None:
+            join["foreignKey"] = _logic(node.foreign_key)
         if node.windows is not None:
             w = node.windows
             join["windows"] = {"before": w.before, "after": w.after, "grace": w.grace}

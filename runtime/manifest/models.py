@@ -266,6 +266,12 @@ class JoinSpec(_Model):
         default=None,
         description="GlobalKTable joins only: the table key to look up, computed from the stream record.",
     )
+    foreign_key: LogicSpec | None = pydantic.Field(
+        default=None,
+        description="Foreign-key table-table joins only (join, leftJoin): the other table's key, computed "
+        "from this table's key and value (an expression over key and value, or a Python function "
+        "fn(value) or fn(key, value)); a null foreign key joins nothing.",
+    )
 
 
 class ProcessSpec(_Model):

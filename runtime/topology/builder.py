@@ -376,6 +376,7 @@ def _join(
     returns: str | None,
     name: str | None,
     key: Logic | None = None,
+    foreign_key: Logic | None = None,
 ) -> str:
     """One join node; ``joiner`` reads ``left`` and ``right`` (an expression) or is a Python
     function ``(left, right)`` / ``(key, left, right)`` run as a vectorised UDF."""
@@ -386,6 +387,7 @@ def _join(
         joiner=to_logic(joiner, returns=returns),
         windows=windows,
         key=None if key is None else to_logic(key),
+        foreign_key=None if foreign_key is None else to_logic(foreign_key),
     )
 
 
@@ -621,16 +623,40 @@ class KTable:
         return KStream(self.builder, self._then(nodes.ToStream, name))
 
     def join(
-        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+        self,
+        other: KTable,
+        joiner: Logic,
+        *,
+        foreign_key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
     ) -> KTable:
-        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away."""
-        node = _join(self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name)
+        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away.
+
+        With ``foreign_key`` (an expression over ``key`` and ``value``, or a Python function
+        ``fn(value)`` / ``fn(key, value)``), a foreign-key join (KIP-213): each row of this table
+        joins the row of ``other`` whose key its foreign key is; the result keeps this table's key.
+        """
+        node = _join(
+            self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name,
+            foreign_key=foreign_key,
+        )  # fmt: skip
         return KTable(self.builder, node)
 
     def left_join(
-        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+        self,
+        other: KTable,
+        joiner: Logic,
+        *,
+        foreign_key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
     ) -> KTable:
-        node = _join(self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name)
+        """Like :meth:`join`, and a row without a match is joined with ``right`` null."""
+        node = _join(
+            self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name,
+            foreign_key=foreign_key,
+        )  # fmt: skip
         return KTable(self.builder, node)
 
     def outer_join(

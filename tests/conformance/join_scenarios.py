@@ -20,7 +20,23 @@ from __future__ import annotations
 
 import scenarios as sc
 
-__all__ = ["JOIN_SCENARIOS"]
+__all__ = ["JOIN_SCENARIOS", "OPEN_DEFECTS"]
+
+_ACROSS_BATCHES = (
+    "a stream record meets the other input at another point than in Kafka Streams when the "
+    "micro-batch ends inside the inputs (maxOffsetsPerTrigger 45): each micro-batch is merged by "
+    "head timestamp on its own, Kafka Streams merges the whole of both partitions (issue 12)"
+)
+#: Join scenarios that disagree with Kafka Streams, in the form of scenarios.OPEN_DEFECTS. Found
+#: when the join scenarios were first run in the suite (2026-11-25, 8 scenarios, one batch
+#: setting, 54 mismatches in 4, the same in two runs); the table-table joins and
+#: streamStreamLeftJoin agreed.
+OPEN_DEFECTS = {
+    "streamTableJoin": f"10 mismatches: {_ACROSS_BATCHES}",
+    "streamTableLeftJoin": f"30 mismatches: {_ACROSS_BATCHES}",
+    "streamStreamJoin": f"6 mismatches: {_ACROSS_BATCHES}",
+    "streamStreamOuterJoin": f"8 mismatches: {_ACROSS_BATCHES}",
+}
 
 
 def _join(op: str, table: bool, joiner: str, windows: str = "") -> str:
@@ -47,6 +63,29 @@ def _table_join(op: str, joiner: str) -> str:
           - to: {{topic: out}}
 """
 
+
+def _fk_join(op: str, joiner: str) -> str:
+    return f"""
+      - name: right
+        from: {{topic: in1, as: table}}
+      - from: {{topic: in0, as: table}}
+        steps:
+          - {op}: {{with: right, foreignKey: "{_FOREIGN_KEY}", joiner: "{joiner}"}}
+          - toStream: {{}}
+          - to: {{topic: out}}
+"""
+
+
+#: The right table's key from a left value (a digit): 0-8 → a-f (modulo 6), 9 → a null foreign key.
+_FOREIGN_KEY = (
+    "CASE WHEN value = '9' THEN NULL ELSE element_at(array('a', 'b', 'c', 'd', 'e', 'f'), "
+    "cast(value AS INT) % 6 + 1) END"
+)
+_FK_NOTE = (
+    "foreign-key join (KIP-213): left rows re-pointed (their value changes the foreign key), "
+    "deleted and given a null foreign key; right rows updated and deleted. Kafka Streams runs it "
+    "through its subscription and response topics; the final table is compared"
+)
 
 _BOTH = "concat(left, '@', right)"
 _LEFT = "concat(left, '@', coalesce(right, '-'))"
@@ -89,4 +128,16 @@ JOIN_SCENARIOS: list[sc.Scenario] = [
     sc.Scenario("tableTableJoin", _table_join("join", _BOTH), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableLeftJoin", _table_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableOuterJoin", _table_join("outerJoin", _OUTER), sc.TABLE, "string", inputs=2),
+    sc.Scenario(
+        "fkJoin", _fk_join("join", _BOTH), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
+    ),
+    sc.Scenario(
+        "fkLeftJoin",
+        _fk_join("leftJoin", _LEFT),
+        sc.TABLE,
+        "string",
+        inputs=2,
+        every_batch=True,
+        note=_FK_NOTE,
+    ),
 ]

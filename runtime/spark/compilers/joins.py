@@ -1,4 +1,5 @@
-"""Compiles ``join``, ``leftJoin`` and ``outerJoin`` nodes (stream-table, stream-stream, table-table).
+"""Compiles ``join``, ``leftJoin`` and ``outerJoin`` nodes (stream-table, stream-stream, table-table,
+foreign-key table-table: :mod:`..stateful.fk_join_ops`).
 
 Picks each side's frame — a table source's records as read, so updates and stream records are
 ordered record by record; a derived table's changelog otherwise — decides whether the sides are
@@ -67,6 +68,18 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
             partitions=ctx.partitions(),
         )
     left, right = (_side(ctx, p) for p in node.parents)
+    if kind == "table-table-fk":
+        from streamapp.runtime.spark.stateful import fk_join_ops  # noqa: PLC0415 - only apps with FK joins
+
+        assert node.foreign_key is not None
+        return fk_join_ops.foreign_key_join(
+            left.frame,
+            right,
+            extractor=_joiner(node.foreign_key),
+            joiner=_joiner(node.joiner),
+            left_join=node.how == "left",
+            partitions=ctx.partitions(),
+        )
     counter = None
     if kind == "stream-stream":
         counter = left.frame.df.sparkSession.sparkContext.accumulator(0)

@@ -59,7 +59,7 @@ public final class Oracle {
       }
       String[] f = line.trim().split("\\s+");
       Io io = new Io(Arrays.asList(Arrays.copyOfRange(f, 3, f.length)), f[2]);
-      Method method = Scenarios.class.getMethod(f[0], StreamsBuilder.class, Io.class);
+      Method method = scenario(f[0]);
       StreamsBuilder builder = new StreamsBuilder();
       method.invoke(null, builder, io);
       var topology = builder.build();
@@ -99,6 +99,15 @@ public final class Oracle {
     System.out.println("done");
   }
 
+  /** The scenario's method: in {@link Scenarios}, else in {@link JoinScenarios}. */
+  private static Method scenario(String name) throws NoSuchMethodException {
+    try {
+      return Scenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
+    } catch (NoSuchMethodException e) {
+      return JoinScenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
+    }
+  }
+
   private static Properties props(String bootstrap, String stateDir, String appId) {
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -110,6 +119,9 @@ public final class Oracle {
     // Emit-final windows: emit on every record that closes one, not at most once a second
     // (wall-clock throttling would make the output depend on timing).
     p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
+    // Stream-stream left/outer joins: emit a closed window's unmatched records as soon as stream
+    // time passes it, not at most once a second of wall-clock time (join_scenarios.py).
+    p.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
     p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
     return p;
@@ -122,7 +134,8 @@ public final class Oracle {
     Set<String> topics = new HashSet<>(run.io.inputs);
     String prefix = run.appId + "-";
     for (String t : admin.listTopics().names().get()) {
-      if (t.startsWith(prefix) && t.endsWith("-repartition")) {
+      // Repartition topics, and a foreign-key join's subscription and response topics.
+      if (t.startsWith(prefix) && (t.endsWith("-repartition") || t.endsWith("-topic"))) {
         topics.add(t);
       }
     }
