@@ -29,6 +29,7 @@ from typing import Any
 import cluster
 import node_agent_proc
 import operator_proc
+import procfs
 import pytest
 from operator_proc import APPS_NAMESPACE, apply, manifest
 
@@ -181,9 +182,14 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
         assert pod["spec"]["nodeName"] == "agent-0"
         assert pod["status"]["podIP"].startswith("127."), pod["status"]
     listing = app.listing()
+    # The driver's JVM starts from the class-data archive `make setup` wrote (a driver Pod's
+    # launch is a plain one: no SPARK_CONF_DIR folder on its class path to refuse it).
+    archives = procfs.class_data_archives(agent_node.pid(NS, "wc-real-driver", "driver"))
+    assert archives, "the driver's JVM mapped no class-data archive (make setup writes it)"
     streamapp_report(
         f"apps run: wc-real first output {first_output:.1f}s after kubectl apply "
-        f"(driver + 2 executor Pods on the node agent); kubectl get sapp:\n{listing}"
+        f"(driver + 2 executor Pods on the node agent; driver JVM from {pathlib.Path(archives[0]).name}); "
+        f"kubectl get sapp:\n{listing}"
     )
 
     # kill -9 of the driver process: the operator replaces the Pod, the new driver resumes from

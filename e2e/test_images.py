@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import operator_proc
+import procfs
 import pytest
 import yaml
 
@@ -184,10 +185,14 @@ def test_the_rendered_driver_runs_inside_the_runtime_image(
             assert time.monotonic() < deadline, f"{got} != {expected}"
             time.sleep(2)
         took = time.monotonic() - started
+        # The driver's JVM (a descendant: chroot isolation shares the PID namespace) starts from
+        # the class-data archive the image's build wrote.
+        archives = procfs.class_data_archives(proc.pid)
+        assert archives, "the driver's JVM in the image mapped no class-data archive"
     finally:
         # SIGTERM to the container's `timeout`, found by pid among this run's own descendants: it
         # passes it to the driver, which stops its query at a batch boundary.
-        for pid in _descendants(proc.pid):
+        for pid in procfs.descendants(proc.pid):
             if [os.path.basename(arg) for arg in _cmdline(pid)[:1]] == ["timeout"]:
                 os.kill(pid, signal.SIGTERM)
         out = _output(proc)
@@ -195,7 +200,7 @@ def test_the_rendered_driver_runs_inside_the_runtime_image(
     assert "running 'imaged'" in out, out[-3000:]
     streamapp_report(
         f"runtime image: the rendered driver command ran inside it as uid {desired.SPARK_UID} and wrote "
-        f"exact word counts in {took:.0f} s"
+        f"exact word counts in {took:.0f} s; its JVM mapped {', '.join(archives)}"
     )
 
 
@@ -210,22 +215,6 @@ def _cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children[int(fields[1])].append(int(stat.parent.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _counts(bootstrap: str, topic: str) -> dict[str, int]:

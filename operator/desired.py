@@ -268,7 +268,10 @@ def _env(ref: AppRef, spec: models.StreamAppSpec, heap: str) -> list[dict[str, A
         {"name": "STREAMAPP_DRIVER_MEMORY", "value": heap},
         {"name": "STREAMAPP_PROGRESS_GROUP", "value": progress_group(ref)},
         {"name": "STREAMAPP_METRICS_PORT", "value": str(METRICS_PORT)},
-        {"name": "SPARK_CONF_DIR", "value": f"{CONFIG_DIR}/spark"},
+        # Read by the runtime as the lowest layer of its Spark conf. Not SPARK_CONF_DIR: Spark's
+        # launcher puts that folder on the JVM's class path, and a class path with a non-empty
+        # folder on it refuses the class-data archive that `make setup` and the image write.
+        {"name": "STREAMAPP_SPARK_DEFAULTS", "value": f"{CONFIG_DIR}/spark/spark-defaults.conf"},
         {"name": "STREAMAPP_DRIVER_POD_NAME", **field("metadata.name")},
         {"name": "STREAMAPP_NAMESPACE", **field("metadata.namespace")},
         {"name": "STREAMAPP_DRIVER_POD_IP", **field("status.podIP")},

@@ -6,6 +6,8 @@ The public surface is small; everything else is internal. Importing it never imp
 
 from streamapp.runtime.app import StreamApp, StreamsConfig
 from streamapp.runtime.errors import ManifestError, Problem, StreamAppError, TopologyError
+from streamapp.runtime.processor import Processor, ProcessorContext, Timer
+from streamapp.runtime.processor import Record as ProcessorRecord
 from streamapp.runtime.serdes import Serde, Serdes
 from streamapp.runtime.topology import (
     BranchedKStream,
@@ -25,12 +27,16 @@ __all__ = [
     "KTable",
     "ManifestError",
     "Problem",
+    "Processor",
+    "ProcessorContext",
+    "ProcessorRecord",
     "Serde",
     "Serdes",
     "StreamApp",
     "StreamAppError",
     "StreamsBuilder",
     "StreamsConfig",
+    "Timer",
     "Topology",
     "TopologyError",
 ]

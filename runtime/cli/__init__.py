@@ -27,17 +27,36 @@ def _version() -> str:
 def _cmd_setup(args: argparse.Namespace) -> int:
     from streamapp.runtime.embedded import artifacts  # noqa: PLC0415
 
-    broker = artifacts.kafka_broker_classpath()
+    if not args.no_broker:
+        broker = artifacts.kafka_broker_classpath()
+        print(f"Kafka {artifacts.KAFKA_VERSION} broker: {len(broker)} jars")
+    elif not args.class_data_archive:
+        print("setup: --no-broker only changes how --class-data-archive writes the archive", file=sys.stderr)
+        return 2
     connector = artifacts.spark_kafka_connector_jars()
-    print(f"Kafka {artifacts.KAFKA_VERSION} broker: {len(broker)} jars")
     print(f"spark-sql-kafka-0-10 {artifacts.spark_version()}: {len(connector)} jars")
     print(f"cache: {artifacts.cache_dir()}")
-    return _class_data_archive(connector) if args.class_data_archive else 0
+    return _class_data_archive(connector, broker=not args.no_broker) if args.class_data_archive else 0
 
 
-def _class_data_archive(connector: list[pathlib.Path]) -> int:
+#: The archive's representative run without a broker (an image build): the word count example
+#: through the TopologyTestDriver, on local Spark, as the driver would compile it.
+_BROKERLESS_RUN = """
+from streamapp.runtime.cli import examples
+from streamapp.runtime.manifest import convert
+from streamapp.runtime.testing import driver
+topology = convert.build_topology(convert.load_manifest(examples.find("wordcount")))
+with driver.TopologyTestDriver(topology) as test:
+    test.input_topic("text-lines").pipe_input(None, "the stream of words streams and TABLES")
+    counts = test.output_topic("words-with-counts").read_key_value_map()
+assert counts["streams"] == 1, counts
+"""
+
+
+def _class_data_archive(connector: list[pathlib.Path], *, broker: bool = True) -> int:
     """Write the driver's class-data archive (streamapp.runtime.spark.cds) by running the word count
-    once on an embedded broker, unless this JDK and class path have one."""
+    once, on an embedded broker (or, ``broker`` False, through the test driver: a build with no
+    network), unless this JDK and class path have one."""
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
     import time  # noqa: PLC0415
@@ -58,7 +77,9 @@ def _class_data_archive(connector: list[pathlib.Path]) -> int:
         env = {**os.environ, cds.DUMP_ENV: str(partial)}
         command = [sys.executable, "-m", "streamapp.runtime.cli", "run", "wordcount"]
         command += ["--input", f"text-lines={lines}", "--until-idle", "2"]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if not broker:
+            command = [sys.executable, "-c", _BROKERLESS_RUN]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=work)
         if done.returncode != 0 or not partial.is_file():
             print(done.stdout[-2000:] + done.stderr[-2000:])
             print("setup: writing the class-data archive failed (above); streamapp works without it")
@@ -89,6 +110,12 @@ def _parser() -> argparse.ArgumentParser:
         "--class-data-archive",
         action="store_true",
         help="also write the driver's class-data archive (about 30 s once; faster start-ups after)",
+    )
+    setup.add_argument(
+        "--no-broker",
+        action="store_true",
+        help="with --class-data-archive: write it from a broker-less run (an image build: no Kafka "
+        "download, no network)",
     )
     setup.set_defaults(func=_cmd_setup)
 

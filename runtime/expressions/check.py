@@ -25,6 +25,7 @@ __all__ = [
     "check_function_ref",
     "check_type",
     "functions_by_form_only",
+    "imports_allowed",
     "is_boolean_expression",
     "schema_fields",
     "struct_fields",
@@ -110,6 +111,11 @@ def functions_by_form_only() -> Iterator[None]:
         yield
     finally:
         _IMPORT_FUNCTIONS.reset(token)
+
+
+def imports_allowed() -> bool:
+    """Whether references are imported here (False within :func:`functions_by_form_only`)."""
+    return _IMPORT_FUNCTIONS.get()
 
 
 def check_function_ref(ref: str) -> str | None:

@@ -18,7 +18,7 @@ import yaml
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.manifest import models
-from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, process_nodes, validate
 
 __all__ = ["build_topology", "load_manifest", "validate_manifest"]
 
@@ -33,11 +33,11 @@ _JOINS: Mapping[str, type[join_nodes.JoinNode]] = {t.op: t for t in join_nodes.J
 _OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
 #: Kafka Streams operations this version refuses plainly: a step naming one of them is told so, not
 #: that it is unknown. The one place to change when they land.
-_NOT_YET = ("process",)
+_NOT_YET: tuple[str, ...] = ()
 
 
 def _not_yet(what: str) -> str:
-    return f"{what} is not supported yet (custom processors are not implemented in this version)"
+    return f"{what} is not supported yet in this version"
 
 
 #: Type names pydantic puts into error locations for union members; a user never wrote them.
@@ -449,8 +449,11 @@ class _Converter:
             )
         parents = (tail, other[0])
         key = None if spec.key is None else self.logic(spec.key, f"{path}.key")
+        foreign_key = None if spec.foreign_key is None else self.logic(spec.foreign_key, f"{path}.foreignKey")
         joiner = self.logic(spec.joiner, f"{path}.joiner")
-        return self.add(node_type, parents, path, name, joiner=joiner, windows=windows, key=key)
+        return self.add(
+            node_type, parents, path, name, joiner=joiner, windows=windows, key=key, foreign_key=foreign_key
+        )
 
     def step(self, op: str, spec: Any, tail: str, path: str, name: str | None, stream: str) -> str:
         if op in _LOGIC_NODES:
@@ -502,6 +505,12 @@ class _Converter:
             return self.aggregation(op, spec, tail, path, name)
         if op in _JOINS:
             return self.join(_JOINS[op], spec, tail, path, name)
+        if op == "process":
+            processor = nodes.Function(spec.function, spec.returns)
+            stores = process_nodes.stores_of(spec.function)
+            return self.add(
+                process_nodes.ProcessNode, (tail,), path, name, processor=processor, stores=stores
+            )
         if op in ("toStream", "toTable", "suppress"):
             node_type = {"toStream": nodes.ToStream, "toTable": nodes.ToTable, "suppress": nodes.Suppress}[op]
             return self.add(node_type, (tail,), path, name)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from streamapp.runtime import serdes
-from streamapp.runtime.topology import graph, join_nodes, nodes
+from streamapp.runtime.topology import graph, join_nodes, nodes, process_nodes
 
 __all__ = ["to_manifest_yaml"]
 
@@ -90,10 +90,15 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
         join: dict[str, Any] = {"with": stream_of[node.parents[1]], "joiner": _logic(node.joiner)}
         if node.key is not None:
             join["key"] = _logic(node.key)
+        if node.foreign_key is not None:
+            join["foreignKey"] = _logic(node.foreign_key)
         if node.windows is not None:
             w = node.windows
             join["windows"] = {"before": w.before, "after": w.after, "grace": w.grace}
         return join
+    if isinstance(node, process_nodes.ProcessNode):
+        process = {"function": node.processor.ref, "returns": node.processor.returns}
+        return {k: v for k, v in process.items() if v is not None}
     if isinstance(node, nodes.Suppress):
         return "untilWindowCloses"
     if isinstance(node, nodes.Split):

@@ -36,6 +36,7 @@ __all__ = [
     "LogicSpec",
     "MapSpec",
     "Metadata",
+    "ProcessSpec",
     "ReduceSpec",
     "SaslSpec",
     "SecretKeyRef",
@@ -265,6 +266,26 @@ class JoinSpec(_Model):
         default=None,
         description="GlobalKTable joins only: the table key to look up, computed from the stream record.",
     )
+    foreign_key: LogicSpec | None = pydantic.Field(
+        default=None,
+        description="Foreign-key table-table joins only (join, leftJoin): the other table's key, computed "
+        "from this table's key and value (an expression over key and value, or a Python function "
+        "fn(value) or fn(key, value)); a null foreign key joins nothing.",
+    )
+
+
+class ProcessSpec(_Model):
+    """A custom processor (StreamApp's Processor API): a Python class run per key with state and
+    timers; see the README's "Custom processors"."""
+
+    function: str = pydantic.Field(
+        description="The processor class, 'package.module:Class', a subclass of streamapp.runtime.Processor."
+    )
+    returns: str | None = pydantic.Field(
+        default=None,
+        description="Spark SQL type of the values it emits (default: the class's returns, else the "
+        "input value type).",
+    )
 
 
 class Step(_Model):
@@ -324,6 +345,10 @@ class Step(_Model):
     )
     outer_join: JoinSpec | None = pydantic.Field(
         default=None, description="Outer join of two streams (windowed) or two tables."
+    )
+    process: ProcessSpec | None = pydantic.Field(
+        default=None,
+        description="Run a custom processor class per key, with value/list/map state and timers.",
     )
 
     @pydantic.model_validator(mode="after")

@@ -13,9 +13,12 @@ StreamApp adds) and of the launch context (the folders Spark's launcher puts fir
 path), so a changed JDK or Spark never meets an old archive: it finds none, and an archive left
 for other inputs in the same context is reported as stale. ``make setup`` (``streamapp setup
 --class-data-archive``) writes one for a plain launch (``streamapp run``, the demo, the tests)
-into the virtual environment (``<venv>/share/streamapp``); a driver Pod (its own context) has
-none yet, nor does the runtime image. A JVM that still refuses the archive says why in the log
-this module reads back (:func:`check`), and the archive is removed: nothing is ignored silently.
+into the virtual environment (``<venv>/share/streamapp``), which a driver Pod run from the same
+environment uses too (e2e checks that its JVM maps it); the runtime image bakes its own
+(``setup --class-data-archive --no-broker`` in its Dockerfile; ``make images-test`` checks the
+in-image driver maps it). A JVM
+that still refuses the archive says why in the log this module reads back (:func:`check`), and
+the archive is removed: nothing is ignored silently.
 Executors are separate JVMs on another class path: they do not use it.
 """
 
@@ -45,9 +48,10 @@ def _java_home() -> pathlib.Path | None:
     return pathlib.Path(java).resolve().parent.parent if java else None
 
 
-#: Folders a launch puts first on the driver's class path (Spark's launcher adds them): a driver
-#: Pod (SPARK_CONF_DIR on its ConfigMap) is another launch context than a laptop's run, and the
-#: JVM refuses an archive written in one for the other.
+#: Folders a launch puts first on the driver's class path (Spark's launcher adds them): a launch
+#: with its own SPARK_CONF_DIR is another context than a plain one, and the JVM refuses an archive
+#: written in one for the other. The driver Pod's launch is a plain one (its spark-defaults.conf
+#: comes through STREAMAPP_SPARK_DEFAULTS, see session.spark_defaults).
 _CONTEXT_ENV = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
 
 

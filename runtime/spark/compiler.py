@@ -195,6 +195,9 @@ class _Compiler:
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
 
+    def without_null_keys(self, node: nd.Node, frame: frames.RecordFrame) -> frames.RecordFrame:
+        return self._without_null_keys(node, frame)
+
     def partitions(self) -> int:
         plan = next(iter(self.frames.values())).df
         return int(plan.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
@@ -375,6 +378,8 @@ class _Compiler:
             isinstance(node, nd.GroupBy) and node.selector is not None
         ):
             return True
+        if node.op == "process":
+            return True  # a processor emits keys of its own
         return any(self._rekeyed(self.topology.node(p)) for p in node.parents)
 
     def _node(self, node: graph.Node) -> None:

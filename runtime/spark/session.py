@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from collections.abc import Mapping
 
 from pyspark import SparkContext
@@ -65,6 +66,37 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
     }
 
 
+#: A spark-defaults.conf to read as the lowest layer of the conf (the driver Pod's, written by the
+#: operator). Spark's own SPARK_CONF_DIR would do the same but puts its folder on the JVM's class
+#: path, where the class-data archive (:mod:`.cds`) cannot have a non-empty folder.
+DEFAULTS_ENV = "STREAMAPP_SPARK_DEFAULTS"
+
+
+_PROPERTY = re.compile(r"([^=:\s]+)\s*[=:\s]\s*(.*)$")
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings of the file ``STREAMAPP_SPARK_DEFAULTS`` names (``key value`` or ``key=value``
+    lines, ``#`` comments), or none."""
+    path = os.environ.get(DEFAULTS_ENV)
+    if not path:
+        return {}
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{DEFAULTS_ENV}={path}: cannot read the Spark defaults: {exc.strerror}") from exc
+    conf: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match is None:
+            raise ValueError(f"{path}:{number}: expected 'key value' or 'key=value', got {raw!r}")
+        conf[match[1]] = match[2]
+    return conf
+
+
 def build_session(
     *,
     app_name: str = "streamapp",
@@ -82,7 +114,11 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    merged = {"spark.driver.memory": driver_memory, **base_conf(shuffle_partitions=shuffle_partitions)}
+    merged = {
+        **spark_defaults(),
+        "spark.driver.memory": driver_memory,
+        **base_conf(shuffle_partitions=shuffle_partitions),
+    }
     if master and master.startswith("local"):
         # Also over a spark-defaults.conf written for a cluster (the driver Pod's, which names the
         # driver's Service): the same Pod command then runs on a laptop with a local master.

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import durations, graph, join_nodes, nodes, validate
+from streamapp.runtime import processor as api
+from streamapp.runtime.topology import durations, graph, join_nodes, nodes, process_nodes, validate
 
 __all__ = [
     "BranchedKStream",
@@ -328,6 +329,31 @@ class KStream:
         )
         return KStream(self.builder, node)
 
+    def process(
+        self,
+        processor: type[api.Processor] | str | nodes.Function,
+        *,
+        returns: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """Run a custom :class:`~streamapp.runtime.Processor` over the stream, per key with state
+        and timers (see :mod:`streamapp.runtime.processor`); ``processor`` is the class itself or
+        its ``package.module:Class``; ``returns`` overrides the class's value type."""
+        if isinstance(processor, type):
+            if not api.is_processor(processor):
+                raise errors.TopologyError(
+                    f"{processor.__qualname__} is not a Processor class "
+                    "(subclass streamapp.runtime.Processor)"
+                )
+            logic = to_logic(processor, returns=returns)
+        elif isinstance(processor, str):
+            logic = nodes.Function(processor, returns)
+        else:
+            logic = processor if processor.returns or not returns else nodes.Function(processor.ref, returns)
+        assert isinstance(logic, nodes.Function)
+        stores = process_nodes.stores_of(logic.ref)
+        return self._then(process_nodes.ProcessNode, name, processor=logic, stores=stores)
+
 
 JoinWindows = join_nodes.JoinWindows
 
@@ -350,6 +376,7 @@ def _join(
     returns: str | None,
     name: str | None,
     key: Logic | None = None,
+    foreign_key: Logic | None = None,
 ) -> str:
     """One join node; ``joiner`` reads ``left`` and ``right`` (an expression) or is a Python
     function ``(left, right)`` / ``(key, left, right)`` run as a vectorised UDF."""
@@ -360,6 +387,7 @@ def _join(
         joiner=to_logic(joiner, returns=returns),
         windows=windows,
         key=None if key is None else to_logic(key),
+        foreign_key=None if foreign_key is None else to_logic(foreign_key),
     )
 
 
@@ -595,16 +623,40 @@ class KTable:
         return KStream(self.builder, self._then(nodes.ToStream, name))
 
     def join(
-        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+        self,
+        other: KTable,
+        joiner: Logic,
+        *,
+        foreign_key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
     ) -> KTable:
-        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away."""
-        node = _join(self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name)
+        """Table-table inner join on the key: a changelog, with a tombstone when a result goes away.
+
+        With ``foreign_key`` (an expression over ``key`` and ``value``, or a Python function
+        ``fn(value)`` / ``fn(key, value)``), a foreign-key join (KIP-213): each row of this table
+        joins the row of ``other`` whose key its foreign key is; the result keeps this table's key.
+        """
+        node = _join(
+            self.builder, join_nodes.Join, self.node, other.node, joiner, None, returns, name,
+            foreign_key=foreign_key,
+        )  # fmt: skip
         return KTable(self.builder, node)
 
     def left_join(
-        self, other: KTable, joiner: Logic, *, returns: str | None = None, name: str | None = None
+        self,
+        other: KTable,
+        joiner: Logic,
+        *,
+        foreign_key: Logic | None = None,
+        returns: str | None = None,
+        name: str | None = None,
     ) -> KTable:
-        node = _join(self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name)
+        """Like :meth:`join`, and a row without a match is joined with ``right`` null."""
+        node = _join(
+            self.builder, join_nodes.LeftJoin, self.node, other.node, joiner, None, returns, name,
+            foreign_key=foreign_key,
+        )  # fmt: skip
         return KTable(self.builder, node)
 
     def outer_join(

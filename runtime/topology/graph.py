@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from streamapp.runtime import serdes
 
 # Imported as `nd`: `Topology.nodes` (the field) would shadow the module inside the class.
-from streamapp.runtime.topology import join_nodes
+from streamapp.runtime.topology import join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = [
@@ -36,13 +36,19 @@ Node = nd.Node
 
 #: Operation → the word Kafka Streams uses in generated processor names.
 #: Every node type by operation: the common ones and the joins (their own module).
-_JOIN_TYPES: tuple[type[nd.Node], ...] = (*join_nodes.JOIN_NODES, join_nodes.GlobalTableSource)
+_JOIN_TYPES: tuple[type[nd.Node], ...] = (
+    *join_nodes.JOIN_NODES,
+    join_nodes.GlobalTableSource,
+    process_nodes.ProcessNode,
+)
 _TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOIN_TYPES}}
 OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
-STATEFUL_OPS = frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"}) | frozenset(
-    t.op for t in join_nodes.JOIN_NODES
+STATEFUL_OPS = (
+    frozenset({"count", "aggregate", "reduce", "cogroup", "toTable", "suppress"})
+    | frozenset(t.op for t in join_nodes.JOIN_NODES)
+    | {process_nodes.ProcessNode.op}
 )
 
 #: What a node's output is: a record stream, a table (a changelog), or a grouping of either.
@@ -88,7 +94,7 @@ class Topology:
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
             return TABLE
         if isinstance(node, join_nodes.JoinNode):
-            return TABLE if self.join_kind(node) == "table-table" else STREAM
+            return TABLE if self.join_kind(node) in ("table-table", "table-table-fk") else STREAM
         return STREAM
 
     def join_kind(self, node: join_nodes.JoinNode) -> str:
@@ -101,7 +107,7 @@ class Topology:
         if kinds == [STREAM, STREAM]:
             return "stream-stream"
         if kinds == [TABLE, TABLE]:
-            return "table-table"
+            return "table-table-fk" if node.foreign_key is not None else "table-table"
         return "-".join(kinds)
 
     def windowed(self, name: str) -> bool:
@@ -194,7 +200,7 @@ class Topology:
         """Whether records leaving ``name`` may no longer be partitioned by their key: a
         ``selectKey``/``map``/``flatMap`` since the last source, aggregation or repartition."""
         node = self.node(name)
-        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)):
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap, process_nodes.ProcessNode)):
             return True
         if isinstance(node, (nd.Source, nd.Repartition, nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
             return False
@@ -216,7 +222,7 @@ class Topology:
         """Whether ``name``'s key may differ from the one its records were written with (a join or
         aggregation after it needs Kafka Streams' repartition topic)."""
         node = self.node(name)
-        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap)) or (
+        if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap, process_nodes.ProcessNode)) or (
             isinstance(node, nd.GroupBy) and node.selector is not None
         ):
             return True
@@ -231,6 +237,7 @@ class Topology:
             for side, parent in zip(("left", "right"), node.parents, strict=True)
             if self.kind(parent) == STREAM and self.rekeyed(parent)
         ]
+        out += [f"internal topics: [{', '.join(node.topics())}]"] if node.topics() else []
         return out + ([f"repartition topics: [{', '.join(topics)}]"] if topics else [])
 
     def subtopologies(self) -> Iterator[list[nd.Node]]:
@@ -240,6 +247,10 @@ class Topology:
         groups: list[list[nd.Node]] = []
         for node in self.nodes:
             parents = [p for p in node.parents if not self.repartitions(self.node(p))]
+            if isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None:
+                # The right table meets its subscriptions in a sub-topology of its own (Kafka
+                # Streams' subscription-registration and response topics join the two).
+                parents = parents[:1]
             linked = sorted({group_of[p] for p in parents if p in group_of})
             if not linked:
                 groups.append([node])
@@ -261,6 +272,10 @@ class Topology:
     def describe(self) -> str:
         """Readable text in the shape of Kafka Streams' TopologyDescription."""
         lines = ["Topologies:"]
+        # Foreign-key joins: the two tables meet through topics (join_nodes.foreign_key_lines).
+        fk = [n for n in self.nodes if isinstance(n, join_nodes.JoinNode) and n.foreign_key is not None]
+        instead = {(n.parents[0], n.name): f"{n.name}-subscription-registration-sink" for n in fk}
+        instead |= {(n.parents[1], n.name): f"{n.name}-foreign-join-subscription" for n in fk}
         for index, group in enumerate(self.subtopologies()):
             lines.append(f"   Sub-topology: {index}")
             sources: set[str] = set()
@@ -273,6 +288,9 @@ class Topology:
                             f"    Source: {parent}-repartition-source (topics: [{parent}-repartition])"
                         )
                         lines.append(f"      --> {', '.join(c.name for c in self.children(parent))}")
+                fk_join = isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None
+                if isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None:
+                    lines.extend(node.foreign_key_lines()[0])
                 detail = node.detail()
                 if isinstance(node, join_nodes.JoinNode):
                     detail = ", ".join([detail, *self._join_detail(node)])
@@ -281,16 +299,21 @@ class Topology:
                 kids = (
                     [f"{node.name}-repartition-sink"]
                     if repartitions
-                    else [c.name for c in self.children(node.name)]
+                    else [instead.get((node.name, c.name), c.name) for c in self.children(node.name)]
                 )
                 if kids:
                     lines.append(f"      --> {', '.join(kids)}")
-                if node.parents:
+                if fk_join:
+                    lines.append(f"      <-- {node.name}-subscription-response-source")
+                elif node.parents:
                     parents = [f"{p}-repartition-source" if p in shuffled else p for p in node.parents]
                     lines.append(f"      <-- {', '.join(parents)}")
                 if repartitions:
                     lines.append(f"    Sink: {node.name}-repartition-sink (topic: {node.name}-repartition)")
                     lines.append(f"      <-- {node.name}")
+                for join in fk:
+                    if join.parents[1] == node.name:
+                        lines.extend(join.foreign_key_lines()[1])
             lines.append("")
         kind, why = self.trigger()
         lines.append(f"Execution: {kind} trigger ({why})")

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: What a join joins, by the kinds of its two parents (see :meth:`graph.Topology.join_kind`).
-JOIN_KINDS = ("stream-table", "stream-stream", "table-table", "stream-globalTable")
+JOIN_KINDS = ("stream-table", "stream-stream", "table-table", "table-table-fk", "stream-globalTable")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,11 +90,14 @@ class JoinNode(nodes.Node):
     windows: JoinWindows | None = None
     #: GlobalKTable joins: the table key to look up, computed from the stream record (KeyValueMapper).
     key: nodes.Logic | None = None
+    #: Foreign-key table-table joins (KIP-213): the right table's key, computed from the left
+    #: table's key and value (Kafka Streams' foreignKeyExtractor).
+    foreign_key: nodes.Logic | None = None
 
     def detail(self) -> str:
         parts = [
             f"{name}: {logic.sql if isinstance(logic, nodes.Expr) else logic.ref}"
-            for name, logic in (("key", self.key), ("joiner", self.joiner))
+            for name, logic in (("key", self.key), ("foreignKey", self.foreign_key), ("joiner", self.joiner))
             if logic is not None
         ]
         if self.windows is not None:
@@ -110,7 +113,46 @@ class JoinNode(nodes.Node):
             return [f"{self.parents[1]}-store"]
         if kind == "stream-globalTable":
             return [f"{self.parents[1]}-global-store"]
+        if kind == "table-table-fk":
+            # Named as Kafka Streams names them for TableJoined.as(<node name>).
+            return [f"{self.name}-subscription-store", f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
         return [f"{self.parents[0]}-store", f"{self.parents[1]}-store"]
+
+    def foreign_key_lines(self) -> tuple[list[str], list[str]]:
+        """describe() of a foreign-key join's internal topics, named as Kafka Streams names them
+        for ``TableJoined.as(<node name>)``: the lines written in the left table's sub-topology
+        before the join node, and those written in the right table's after the right table."""
+        n = self.name
+        registration, response = self.topics()
+        left = [
+            f"    Sink: {n}-subscription-registration-sink (topic: {registration})",
+            f"      <-- {self.parents[0]}",
+            f"    Source: {n}-subscription-response-source (topics: [{response}])",
+            f"      --> {n}",
+        ]
+        right = [
+            f"    Processor: {n}-foreign-join-subscription (stores: [{n}-subscription-store])",
+            f"      --> {n}-subscription-response-sink",
+            f"      <-- {self.parents[1]}",
+            f"    Source: {n}-subscription-registration-source (topics: [{registration}])",
+            f"      --> {n}-subscription-receive",
+            f"    Processor: {n}-subscription-receive (stores: [{n}-subscription-store])",
+            f"      --> {n}-subscription-join-foreign",
+            f"      <-- {n}-subscription-registration-source",
+            f"    Processor: {n}-subscription-join-foreign (stores: [{self.parents[1]}-store])",
+            f"      --> {n}-subscription-response-sink",
+            f"      <-- {n}-subscription-receive",
+            f"    Sink: {n}-subscription-response-sink (topic: {response})",
+            f"      <-- {n}-subscription-join-foreign, {n}-foreign-join-subscription",
+        ]
+        return left, right
+
+    def topics(self) -> list[str]:
+        """A foreign-key join's internal topics, as Kafka Streams names them for
+        ``TableJoined.as(<node name>)``: subscriptions by foreign key, responses by left key."""
+        if self.foreign_key is None:
+            return []
+        return [f"{self.name}-subscription-registration-topic", f"{self.name}-subscription-response-topic"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ import difflib
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.expressions import check
-from streamapp.runtime.topology import graph, join_nodes, nodes, validate_joins
+from streamapp.runtime.topology import graph, join_nodes, nodes, process_nodes, validate_joins
 
 __all__ = ["validate_topology"]
 
@@ -110,6 +110,10 @@ class _Checker:
             return _Record(None if node.windows else into.key, None)
         elif isinstance(node, join_nodes.JoinNode):
             return _Record(into.key, None)  # the joiner makes a value the checker cannot know
+        elif isinstance(node, process_nodes.ProcessNode):
+            for suffix, message in process_nodes.problems(node):
+                self.problem(node, suffix, message)
+            return _Record(None, None)  # the processor's keys and values are its own
         elif isinstance(node, nodes.Merge):
             return _Record(
                 into.key if all(p.key == into.key for p in parents) else None,

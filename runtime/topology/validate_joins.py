@@ -15,21 +15,40 @@ from sqlglot import exp
 from streamapp.runtime.expressions import check
 from streamapp.runtime.topology import graph, join_nodes, nodes
 
-__all__ = ["JOINER_COLUMNS", "global_table_problem", "joiner_problem", "problems"]
+__all__ = [
+    "FOREIGN_KEY_COLUMNS",
+    "JOINER_COLUMNS",
+    "foreign_key_problem",
+    "global_table_problem",
+    "joiner_problem",
+    "problems",
+]
 
 #: What a joiner expression may read: the join key and the two sides' values.
 JOINER_COLUMNS = ("key", "left", "right")
+#: What a foreign-key extractor may read: the left table's key and value.
+FOREIGN_KEY_COLUMNS = ("key", "value")
 
 _SUPPORTED = {
     "stream-table": ("join", "leftJoin"),
     "stream-stream": ("join", "leftJoin", "outerJoin"),
     "table-table": ("join", "leftJoin", "outerJoin"),
+    "table-table-fk": ("join", "leftJoin"),
     "stream-globalTable": ("join", "leftJoin"),
 }
 
 
 def joiner_problem(logic: nodes.Logic) -> str | None:
     """None when the joiner parses and reads only key, left and right."""
+    return _columns_problem(logic, JOINER_COLUMNS, "a joiner reads key, left and right: the two values")
+
+
+def foreign_key_problem(logic: nodes.Logic) -> str | None:
+    """None when the foreign-key extractor parses and reads only the left table's key and value."""
+    return _columns_problem(logic, FOREIGN_KEY_COLUMNS, "a foreignKey reads the left table's key and value")
+
+
+def _columns_problem(logic: nodes.Logic, columns: tuple[str, ...], reads: str) -> str | None:
     if isinstance(logic, nodes.Function):
         return check.check_function_ref(logic.ref)
     try:
@@ -39,12 +58,10 @@ def joiner_problem(logic: nodes.Logic) -> str | None:
     bound = {ident.name for lam in tree.find_all(exp.Lambda) for ident in lam.expressions}
     for column in tree.find_all(exp.Column):
         root = column.parts[0].name if column.parts else column.name
-        if root in bound or root.lower() in JOINER_COLUMNS:
+        if root in bound or root.lower() in columns:
             continue
-        hint = difflib.get_close_matches(root, JOINER_COLUMNS, n=1)
-        return f"unknown column '{root}' (a joiner reads key, left and right: the two values)" + (
-            f"; did you mean '{hint[0]}'?" if hint else ""
-        )
+        hint = difflib.get_close_matches(root, columns, n=1)
+        return f"unknown column '{root}' ({reads})" + (f"; did you mean '{hint[0]}'?" if hint else "")
     return None
 
 
@@ -64,7 +81,18 @@ def problems(topology: graph.Topology, node: join_nodes.JoinNode) -> list[tuple[
             )
         ]
     if node.op not in _SUPPORTED[kind]:
-        out.append(("", f"a {kind} join is join or leftJoin (Kafka Streams has no {kind} {node.op})"))
+        what = "foreign-key" if kind == "table-table-fk" else kind
+        out.append(("", f"a {what} join is join or leftJoin (Kafka Streams has no {what} {node.op})"))
+    if node.foreign_key is not None and kind != "table-table-fk":
+        out.append(
+            (
+                ".foreignKey",
+                f"only a table-table join takes a foreignKey (a foreign-key join), this is a {kind} join",
+            )
+        )
+    elif node.foreign_key is not None and (message := foreign_key_problem(node.foreign_key)):
+        suffix = ".foreignKey.function" if isinstance(node.foreign_key, nodes.Function) else ".foreignKey"
+        out.append((suffix, message))
     if kind == "stream-stream":
         w = node.windows
         if w is None:

@@ -27,7 +27,16 @@ import yaml
 from streamapp.runtime.cli import examples
 from streamapp.runtime.kafka import admin
 
-__all__ = ["JOIN_SCENARIOS"]
+__all__ = ["JOIN_SCENARIOS", "OPEN_DEFECTS"]
+
+#: Join scenarios that disagree with Kafka Streams, in the form of scenarios.OPEN_DEFECTS. When
+#: the join scenarios were first run in the suite (2026-11-25, maxOffsetsPerTrigger 45) four
+#: disagreed: streamTableJoin 10, streamTableLeftJoin 30, streamStreamJoin 6, streamStreamOuterJoin
+#: 8 mismatches, each micro-batch merged by head timestamp on its own. A join task now holds back
+#: the records behind a partition that ran dry while the broker has more (frontier.py, as merges
+#: do); what was left were same-key ties between a stream record and a table update, which Kafka
+#: Streams breaks in no fixed order (see untied).
+OPEN_DEFECTS: dict[str, str] = {}
 
 
 def _join(op: str, table: bool, joiner: str, windows: str = "") -> str:
@@ -54,6 +63,29 @@ def _table_join(op: str, joiner: str) -> str:
           - to: {{topic: out}}
 """
 
+
+def _fk_join(op: str, joiner: str) -> str:
+    return f"""
+      - name: right
+        from: {{topic: in1, as: table}}
+      - from: {{topic: in0, as: table}}
+        steps:
+          - {op}: {{with: right, foreignKey: "{_FOREIGN_KEY}", joiner: "{joiner}"}}
+          - toStream: {{}}
+          - to: {{topic: out}}
+"""
+
+
+#: The right table's key from a left value (a digit): 0-8 → a-f (modulo 6), 9 → a null foreign key.
+_FOREIGN_KEY = (
+    "CASE WHEN value = '9' THEN NULL ELSE element_at(array('a', 'b', 'c', 'd', 'e', 'f'), "
+    "cast(value AS INT) % 6 + 1) END"
+)
+_FK_NOTE = (
+    "foreign-key join (KIP-213): left rows re-pointed (their value changes the foreign key), "
+    "deleted and given a null foreign key; right rows updated and deleted. Kafka Streams runs it "
+    "through its subscription and response topics; the final table is compared"
+)
 
 _BOTH = "concat(left, '@', right)"
 _LEFT = "concat(left, '@', coalesce(right, '-'))"
@@ -188,6 +220,18 @@ JOIN_SCENARIOS: list[sc.Scenario] = [
     sc.Scenario("tableTableJoin", _table_join("join", _BOTH), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableLeftJoin", _table_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableOuterJoin", _table_join("outerJoin", _OUTER), sc.TABLE, "string", inputs=2),
+    sc.Scenario(
+        "fkJoin", _fk_join("join", _BOTH), sc.TABLE, "string", inputs=2, every_batch=True, note=_FK_NOTE
+    ),
+    sc.Scenario(
+        "fkLeftJoin",
+        _fk_join("leftJoin", _LEFT),
+        sc.TABLE,
+        "string",
+        inputs=2,
+        every_batch=True,
+        note=_FK_NOTE,
+    ),
     sc.Scenario(
         "pageViewsByRegion",
         _example_streams(

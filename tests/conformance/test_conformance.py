@@ -28,7 +28,7 @@ from streamapp.runtime.kafka import admin
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-import join_scenarios
+import join_scenarios as js
 import oracle
 import scenarios as sc
 
@@ -146,15 +146,15 @@ def test_streamapp_agrees_with_kafka_streams(
 ) -> None:
     started = time.monotonic()
     uid = f"{time.monotonic_ns() % 10**9}"
-    everything = sc.SCENARIOS + join_scenarios.JOIN_SCENARIOS
-    names = [s.name for s in everything]
+    every = [*sc.SCENARIOS, *js.JOIN_SCENARIOS]
+    names = [s.name for s in every]
     assert len(set(names)) == len(names), "scenario names must be unique"
     # While working on one scenario: STREAMAPP_CONFORMANCE=name,name runs only those.
     only = [n for n in os.environ.get("STREAMAPP_CONFORMANCE", "").split(",") if n]
     assert set(only) <= set(names), f"unknown scenarios {set(only) - set(names)}"
-    scenarios = [s for s in everything if not only or s.name in only]
+    scenarios = [s for s in every if not only or s.name in only]
     inputs = {s.name: [f"conf-{uid}-{s.name}-in{i}" for i in range(s.inputs)] for s in scenarios}
-    settings = {s.name: sc.BATCHES if s.windowed else sc.BATCHES[:1] for s in scenarios}
+    settings = {s.name: sc.BATCHES if s.windowed or s.every_batch else sc.BATCHES[:1] for s in scenarios}
     ks_out = {s.name: f"conf-{uid}-{s.name}-kstreams" for s in scenarios}
     our_out = {(s.name, n): f"conf-{uid}-{s.name}-streamapp-{n}" for s in scenarios for n in settings[s.name]}
     topics = {t: s.partitions for s in scenarios for t in inputs[s.name]}
@@ -224,13 +224,14 @@ def test_streamapp_agrees_with_kafka_streams(
                 found_by[s.name].append(
                     f"{where}: late records dropped: StreamApp {late}, Kafka Streams {dropped}"
                 )
-    defects: list[str] = []  # mismatches of the scenarios listed in sc.OPEN_DEFECTS
+    open_defects = {**sc.OPEN_DEFECTS, **js.OPEN_DEFECTS}
+    defects: list[str] = []  # mismatches of the scenarios listed in OPEN_DEFECTS
     for s in scenarios:
-        if s.name in sc.OPEN_DEFECTS:
+        if s.name in open_defects:
             defects.extend(found_by[s.name])
             if not found_by[s.name]:
                 mismatches.append(
-                    f"{s.name}: listed in OPEN_DEFECTS ({sc.OPEN_DEFECTS[s.name]}) but now agrees with "
+                    f"{s.name}: listed in OPEN_DEFECTS ({open_defects[s.name]}) but now agrees with "
                     "Kafka Streams: delete its entry"
                 )
         else:
@@ -244,7 +245,7 @@ def test_streamapp_agrees_with_kafka_streams(
         + (f"; known divergences (not counted, see their notes): {', '.join(divergent)}" if divergent else "")
         + (
             f"; OPEN DEFECTS (issue 12): {len(defects)} mismatches in "
-            f"{', '.join(n for n in sc.OPEN_DEFECTS if any(s.name == n for s in scenarios))}"
+            f"{', '.join(n for n in open_defects if any(s.name == n for s in scenarios))}"
             if defects
             else ""
         )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from streamapp.runtime.spark.compilers import context, joins
+from streamapp.runtime.spark.compilers import context, joins, process
 from streamapp.runtime.topology import nodes
 
 __all__ = ["REGISTRY", "lookup"]
 
-REGISTRY: Mapping[type[nodes.Node], context.Compile] = {**joins.COMPILERS}
+REGISTRY: Mapping[type[nodes.Node], context.Compile] = {**joins.COMPILERS, **process.COMPILERS}
 
 
 def lookup(node: nodes.Node) -> context.Compile | None:

@@ -40,6 +40,11 @@ class Context(Protocol):
         """A source's records as read: decoded by its serdes, with its event time."""
         ...
 
+    def without_null_keys(self, node: nodes.Node, frame: RecordFrame) -> RecordFrame:
+        """``frame`` without null-key records, counted as dropped at ``node`` (Kafka Streams'
+        dropped-records): what a step that keeps state per key does with them."""
+        ...
+
     def rekeyed(self, node: nodes.Node) -> bool:
         """Whether the key may have changed since the source (Kafka Streams would repartition)."""
         ...

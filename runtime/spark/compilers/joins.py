@@ -1,4 +1,5 @@
-"""Compiles ``join``, ``leftJoin`` and ``outerJoin`` nodes (stream-table, stream-stream, table-table).
+"""Compiles ``join``, ``leftJoin`` and ``outerJoin`` nodes (stream-table, stream-stream, table-table,
+foreign-key table-table: :mod:`..stateful.fk_join_ops`).
 
 Picks each side's frame — a table source's records as read, so updates and stream records are
 ordered record by record; a derived table's changelog otherwise — decides whether the sides are
@@ -16,7 +17,7 @@ from streamapp.runtime.spark.compilers import context
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.topology import graph, join_nodes, nodes
 
-__all__ = ["COMPILERS", "compile_global_table", "compile_join"]
+__all__ = ["COMPILERS", "compile_global_table", "compile_join", "direct"]
 
 #: Operations that keep Kafka's partitions and keys: records stay in the task they were read in.
 _KEEPS_PARTITIONS = frozenset(
@@ -24,11 +25,11 @@ _KEEPS_PARTITIONS = frozenset(
 )
 
 
-def _direct(topology: graph.Topology, node: nodes.Node) -> bool:
+def direct(topology: graph.Topology, node: nodes.Node) -> bool:
     """Whether ``node``'s records still sit in the input partition their key was written to."""
     if isinstance(node, nodes.Source):
         return True
-    return node.op in _KEEPS_PARTITIONS and all(_direct(topology, p) for p in topology.parents(node))
+    return node.op in _KEEPS_PARTITIONS and all(direct(topology, p) for p in topology.parents(node))
 
 
 def _side(ctx: context.Context, name: str) -> Any:
@@ -36,7 +37,7 @@ def _side(ctx: context.Context, name: str) -> Any:
 
     if name in ctx.raw_tables:
         return join_ops.Side(ctx.raw_tables[name], partitioned=True)
-    return join_ops.Side(ctx.frames[name], partitioned=_direct(ctx.topology, ctx.topology.node(name)))
+    return join_ops.Side(ctx.frames[name], partitioned=direct(ctx.topology, ctx.topology.node(name)))
 
 
 def _joiner(logic: nodes.Logic) -> Logic:
@@ -67,6 +68,18 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
             partitions=ctx.partitions(),
         )
     left, right = (_side(ctx, p) for p in node.parents)
+    if kind == "table-table-fk":
+        from streamapp.runtime.spark.stateful import fk_join_ops  # noqa: PLC0415 - only apps with FK joins
+
+        assert node.foreign_key is not None
+        return fk_join_ops.foreign_key_join(
+            left.frame,
+            right,
+            extractor=_joiner(node.foreign_key),
+            joiner=_joiner(node.joiner),
+            left_join=node.how == "left",
+            partitions=ctx.partitions(),
+        )
     counter = None
     if kind == "stream-stream":
         counter = left.frame.df.sparkSession.sparkContext.accumulator(0)

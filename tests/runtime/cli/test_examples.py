@@ -29,7 +29,7 @@ S = 1000
 
 def test_every_example_is_listed_valid_and_documented() -> None:
     names = [example.name for example in examples.available()]
-    assert names == ["login-alerts", "pageviews-by-region", "region-sizes", "wordcount"]
+    assert names == ["login-alerts", "pageviews-by-region", "region-sizes", "silent-keys", "wordcount"]
     readme = README.read_text()
     for example in examples.available():
         assert not manifest.validate_manifest(example.path), example.path
@@ -188,3 +188,53 @@ def test_pageviews_by_region_count_each_view_in_the_region_of_its_moment(
     }
     assert app.progress.late == 1
     assert app.progress.records_read == {renamed["page-views"]: 9, renamed["user-profiles"]: 3}
+
+
+def _strings(records: Sequence[admin.Record]) -> list[tuple[str, str | None, int | None]]:
+    return [
+        (
+            (r.key or b"").decode(),
+            None if r.value is None else r.value.decode(),
+            None if r.timestamp is None else (r.timestamp - T0) // S,
+        )
+        for r in records
+    ]
+
+
+def test_silent_keys_alert_once_a_key_is_silent_for_ten_seconds_of_stream_time(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """The custom processor example: an event-time timer per key, out-of-order input, and alerts
+    that come from a micro-batch without input (each run drains what is there, then stops)."""
+    topology, source, sink = _topology("silent-keys", new_topic)
+    checkpoint = tmp_path / "ckpt"
+
+    def beats(*beats: tuple[str, int]) -> None:
+        admin.produce(
+            kafka_bootstrap,
+            source,
+            [admin.Record(k.encode(), b"beat", timestamp=T0 + t * S) for k, t in beats],
+        )
+
+    # a@3 is out of order (a's newest is 5): it does not move a's silence. Stream time 14 s:
+    # a is silent from 15 s, b from 19 s, c from 24 s — nothing yet.
+    beats(("a", 0), ("b", 2), ("a", 5), ("a", 3), ("b", 9), ("c", 14))
+    _drain(spark, kafka_bootstrap, topology, checkpoint)
+    assert _strings(admin.consume(kafka_bootstrap, sink, idle=2.0)) == []
+    # d at 16 s moves stream time past a's 15 s. No record follows: the alert comes from the
+    # no-data batch Spark runs after the batch that moved event time.
+    beats(("d", 16))
+    app = _drain(spark, kafka_bootstrap, topology, checkpoint)
+    first = _strings(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    assert first == [("a", f"a silent since {T0 + 5 * S}", 15)]
+    assert app.progress.batches >= 2, "the alert needs the batch after d's"
+    # b beats again (its watch moves to 40 s); a, whose alert went out, reappears with an old
+    # record (4 s): silent since 4 s, already due at stream time 30 s; c and d fall silent.
+    beats(("b", 30), ("a", 4))
+    _drain(spark, kafka_bootstrap, topology, checkpoint)
+    second = _strings(admin.consume(kafka_bootstrap, sink, idle=2.0))[len(first) :]
+    assert second == [
+        ("a", f"a silent since {T0 + 4 * S}", 14),
+        ("c", f"c silent since {T0 + 14 * S}", 24),
+        ("d", f"d silent since {T0 + 16 * S}", 26),
+    ]

@@ -105,6 +105,7 @@ def test_only_fields_that_take_two_shapes_preserve_unknown_fields() -> None:
         "value",
         "predicate",
         "joiner",
+        "foreignKey",
         "to",  # its partitioner is inside: the operator checks it with the models
     }
 

@@ -24,7 +24,7 @@ def test_the_archive_name_changes_with_the_jdk_or_any_jar(
     monkeypatch.setenv("JAVA_HOME", str(home))  # another JDK
     assert cds.archive([jar]) not in (first, cds.archive([]))
     monkeypatch.delenv("JAVA_HOME")
-    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # a driver Pod's launch: its own archive
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # a launch with its own conf folder
     assert cds.archive([jar]).name.split("-")[1] != first.name.split("-")[1]
 
 
@@ -57,3 +57,33 @@ def test_a_refused_archive_is_reported_with_the_jvm_s_reason(tmp_path: pathlib.P
     log.write_text("")
     assert cds.check(log) is None
     assert cds.check(None) is None
+
+
+def test_a_driver_pod_s_spark_defaults_come_without_a_conf_folder_on_the_class_path(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamapp.runtime.spark import session
+
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text(
+        "# written by the operator\n"
+        "spark.kubernetes.namespace apps\n"
+        "spark.executor.instances=2\n"
+        "spark.driver.host:wc-driver.apps.svc\n\n"
+        "spark.executor.extraJavaOptions -Da=1 -Db=2\n"
+    )
+    plain = cds.archive([])
+    monkeypatch.setenv(session.DEFAULTS_ENV, str(defaults))
+    assert session.spark_defaults() == {
+        "spark.kubernetes.namespace": "apps",
+        "spark.executor.instances": "2",
+        "spark.driver.host": "wc-driver.apps.svc",
+        "spark.executor.extraJavaOptions": "-Da=1 -Db=2",
+    }
+    assert cds.archive([]) == plain, "the same launch context as a plain run: the same archive"
+    defaults.write_text("spark.ok 1\njust-a-key\n")
+    with pytest.raises(ValueError, match=r"spark-defaults\.conf:2: expected 'key value'"):
+        session.spark_defaults()
+    monkeypatch.setenv(session.DEFAULTS_ENV, str(tmp_path / "missing.conf"))
+    with pytest.raises(ValueError, match=r"STREAMAPP_SPARK_DEFAULTS=.*missing\.conf: cannot read"):
+        session.spark_defaults()

@@ -39,3 +39,20 @@ def test_driver_pipes_records_through_stateless_ops(spark: SparkSession, tmp_pat
         source.pipe_input("d", "streaming!", timestamp=20)
         assert long_out.read_key_values() == [("d", "STREAMING!")]
         assert short_out.read_key_values() == []
+
+
+def test_driver_runs_a_custom_processor_and_its_timers(spark: SparkSession, tmp_path: pathlib.Path) -> None:
+    """The silent-keys processor without a broker: each pipe is a micro-batch; the alerts of the
+    keys it left silent come from the no-data batch after it."""
+    from streamapp.runtime.cli.examples import silence
+
+    builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    builder.stream("heartbeats").process(silence.SilenceAlert).to("silent")
+    with TopologyTestDriver(builder.build(), spark=spark, workdir=tmp_path) as driver:
+        beats = driver.input_topic("heartbeats")
+        alerts = driver.output_topic("silent")
+        beats.pipe_records([("a", "beat", 0), ("b", "beat", 5_000), ("a", "beat", 2_000)])
+        assert alerts.read_records() == []
+        beats.pipe_input("c", "beat", timestamp=30_000)
+        got = [(r.key, r.value, r.timestamp) for r in alerts.read_records()]
+        assert got == [("a", "a silent since 2000", 12_000), ("b", "b silent since 5000", 15_000)]

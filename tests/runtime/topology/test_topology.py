@@ -82,6 +82,7 @@ def _every_op() -> StreamsBuilder:
     clicks.left_join(b.stream("shows"), "concat(left, right)", JoinWindows(5_000, 2_000, 1_000)).to("shown")
     profiles.outer_join(b.table("scores"), Function("builtins:max"), returns="string").to_stream().to("both")
     clicks.left_join(b.global_table("regions"), "concat(left, right)", key="value").to("regional")
+    clicks.process("streamapp.runtime.cli.examples.silence:SilenceAlert").to("silences")
     return b
 
 

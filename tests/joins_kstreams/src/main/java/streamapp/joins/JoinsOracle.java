@@ -42,6 +42,30 @@ public final class JoinsOracle {
     return value == null ? "-" : value;
   }
 
+  private static boolean internalCaughtUp(Admin admin, String appId, Map<TopicPartition, OffsetAndMetadata> committed)
+      throws Exception {
+    List<String> internal = new ArrayList<>();
+    for (String t : admin.listTopics().names().get()) {
+      if (t.startsWith(appId + "-") && (t.endsWith("-repartition") || t.endsWith("-topic"))) {
+        internal.add(t);
+      }
+    }
+    if (internal.isEmpty()) {
+      return true;
+    }
+    Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+    for (TopicDescription d : admin.describeTopics(internal).allTopicNames().get().values()) {
+      d.partitions().forEach(p -> latest.put(new TopicPartition(d.name(), p.partition()), OffsetSpec.latest()));
+    }
+    for (var e : admin.listOffsets(latest).all().get().entrySet()) {
+      OffsetAndMetadata c = committed.get(e.getKey());
+      if (e.getValue().offset() > (c == null ? 0 : c.offset())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   public static void main(String[] args) throws Exception {
     String scenario = args[0];
     Map<String, String> topics = new HashMap<>();
@@ -111,6 +135,17 @@ public final class JoinsOracle {
         orders.leftJoin(regions, (k, v) -> v, (k, l, r) -> k + ":" + l + "@" + or(r)).to(topics.get("left-joined"), out);
         break;
       }
+      case "fk": {
+        // Orders (key: order id, value "customer:item") joined with customers by the customer id
+        // before ':' (an empty one is a null foreign key).
+        inputs.addAll(List.of(topics.get("orders"), topics.get("customers")));
+        KTable<String, String> orders = builder.table(topics.get("orders"), strings);
+        KTable<String, String> customers = builder.table(topics.get("customers"), strings);
+        java.util.function.Function<String, String> customer = v -> v.split(":")[0].isEmpty() ? null : v.split(":")[0];
+        orders.join(customers, customer, (l, r) -> l + "@" + r).toStream().to(topics.get("inner"), out);
+        orders.leftJoin(customers, customer, (l, r) -> l + "@" + or(r)).toStream().to(topics.get("left"), out);
+        break;
+      }
       default:
         throw new IllegalArgumentException("unknown scenario " + scenario);
     }
@@ -129,12 +164,17 @@ public final class JoinsOracle {
       }
       Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> end = admin.listOffsets(ends).all().get();
       long deadline = System.currentTimeMillis() + 180_000;
+      int settled = 0;
       while (true) {
         Map<TopicPartition, OffsetAndMetadata> committed =
             admin.listConsumerGroupOffsets(args[2]).partitionsToOffsetAndMetadata().get();
         boolean caughtUp = end.entrySet().stream().allMatch(e -> e.getValue().offset() == 0
             || (committed.get(e.getKey()) != null && committed.get(e.getKey()).offset() >= e.getValue().offset()));
-        if (caughtUp) {
+        // Internal topics (repartition, foreign-key subscription and response topics) are written
+        // while the app runs: caught up on them too, twice in a row, nothing is in flight.
+        caughtUp = caughtUp && internalCaughtUp(admin, args[2], committed);
+        settled = caughtUp ? settled + 1 : 0;
+        if (settled >= 2) {
           break;
         }
         if (System.currentTimeMillis() > deadline) {

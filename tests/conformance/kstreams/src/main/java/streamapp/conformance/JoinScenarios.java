@@ -1,6 +1,8 @@
 package streamapp.conformance;
 
 import java.time.Duration;
+import java.util.Optional;
+import java.util.Set;
 
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
@@ -13,6 +15,7 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.StreamJoined;
+import org.apache.kafka.streams.kstream.TableJoined;
 import org.apache.kafka.streams.kstream.TimeWindows;
 
 /**
@@ -83,6 +86,34 @@ public final class JoinScenarios {
   public static void tableTableOuterJoin(StreamsBuilder b, Oracle.Io io) {
     KTable<String, String> right = table(b, io.in(1));
     table(b, io.in(0)).outerJoin(right, (l, r) -> or(l) + "@" + or(r)).toStream().to(io.output(), Produced.with(S, S));
+  }
+
+  /** The foreign key of a left value (a digit) as the manifests compute it: 0-8 → a-f, 9 → null. */
+  private static String foreignKey(String v) {
+    return v.equals("9") ? null : String.valueOf("abcdef".charAt(Integer.parseInt(v) % 6));
+  }
+
+  /**
+   * How scenarios.generate partitions its input (key a-f: its index modulo the partition count),
+   * not Kafka's default partitioner: Kafka Streams must send a subscription to the partition that
+   * holds its foreign key in the right table, so the foreign-key joins are told (TableJoined). The
+   * responses go back to the left row's own partition (the default). A leftJoin sends a null foreign
+ * key too (its response is the result with no right value): any partition answers it.
+   */
+  private static final TableJoined<String, String> AS_GENERATED = TableJoined.with(
+      null, (String topic, String key, Void value, int n) ->
+          key == null ? Optional.empty() : Optional.of(Set.of("abcdef".indexOf(key) % n)));
+
+  public static void fkJoin(StreamsBuilder b, Oracle.Io io) {
+    KTable<String, String> right = table(b, io.in(1));
+    table(b, io.in(0)).join(right, JoinScenarios::foreignKey, (l, r) -> l + "@" + r, AS_GENERATED)
+        .toStream().to(io.output(), Produced.with(S, S));
+  }
+
+  public static void fkLeftJoin(StreamsBuilder b, Oracle.Io io) {
+    KTable<String, String> right = table(b, io.in(1));
+    table(b, io.in(0)).leftJoin(right, JoinScenarios::foreignKey, (l, r) -> l + "@" + or(r), AS_GENERATED)
+        .toStream().to(io.output(), Produced.with(S, S));
   }
 
   /** runtime/cli/examples/pageviews-by-region.yaml: views joined with the profile table (the

@@ -119,9 +119,9 @@ public final class Oracle {
     // Emit-final windows: emit on every record that closes one, not at most once a second
     // (wall-clock throttling would make the output depend on timing).
     p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
-    // Stream-stream left/outer joins: emit a result without a match as soon as stream time allows
-    // (JoinScenarios), not at most once a second of wall-clock time.
-    p.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_OUTER_JOIN_SPURIOUS_RESULTS_FIX, 0L);
+    // Stream-stream left/outer joins: emit a closed window's unmatched records as soon as stream
+    // time passes it, not at most once a second of wall-clock time (join_scenarios.py).
+    p.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
     p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
     return p;
@@ -134,7 +134,8 @@ public final class Oracle {
     Set<String> topics = new HashSet<>(run.io.inputs);
     String prefix = run.appId + "-";
     for (String t : admin.listTopics().names().get()) {
-      if (t.startsWith(prefix) && t.endsWith("-repartition")) {
+      // Repartition topics, and a foreign-key join's subscription and response topics.
+      if (t.startsWith(prefix) && (t.endsWith("-repartition") || t.endsWith("-topic"))) {
         topics.add(t);
       }
     }
