@@ -47,5 +47,11 @@ class Context(Protocol):
         """The state partitions (Spark's shuffle partitions)."""
         ...
 
+    @property
+    def merge_frontier(self) -> Any:
+        """A ``stateful.frontier.Frontier`` when the query reads Kafka (None: files): a step whose
+        task reads several partitions holds back records a dry partition may precede."""
+        ...
+
 
 Compile = Callable[[Context, Any], RecordFrame]

@@ -93,6 +93,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
         windows=node.windows,
         partitions=ctx.partitions(),
         late_counter=counter,
+        merged=ctx.merge_frontier,
     )
 
 

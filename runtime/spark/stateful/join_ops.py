@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime.spark.frames import Logic, RecordFrame
-from streamapp.runtime.spark.stateful import engine, join_logic
+from streamapp.runtime.spark.stateful import engine, frontier, join_logic
 
 __all__ = ["Side", "global_join", "join", "joiner_column", "pairs"]
 
@@ -42,8 +42,12 @@ class Side:
     partitioned: bool
 
 
-def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str) -> DataFrame:
+def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, topic: bool) -> DataFrame:
     own = F.col("value")
+    partition = F.coalesce(F.col("partition"), F.lit(0)).cast("int")
+    source = F.coalesce(F.col("topic"), F.lit(""))
+    # The source partition (frontier.take): its topic, and Spark's hash of topic and partition.
+    extra = [source.alias("topic"), F.xxhash64(source, partition).alias("sub")] if topic else []
     return frame.df.select(
         F.col("key").cast(key_type).alias("key"),
         F.lit(side).alias("side"),
@@ -52,6 +56,7 @@ def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str) -> D
         F.unix_millis("timestamp").alias("ts"),
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
+        *extra,
     )
 
 
@@ -76,10 +81,20 @@ def pairs(
     windows: Any = None,
     partitions: int,
     late_counter: Accumulator[int] | None = None,
+    merged: frontier.Frontier | None = None,
 ) -> DataFrame:
-    """The join's ``(key, left, right, ts)`` rows (before the joiner), in append mode."""
+    """The join's ``(key, left, right, ts)`` rows (before the joiner), in append mode.
+
+    ``merged``: when both sides are read straight from their partitions (a task per partition),
+    records behind a partition that ran dry while the broker has more for it wait in the task's
+    state (:mod:`.frontier`), so the order does not depend on where micro-batches end."""
+    if not (left.partitioned and right.partitioned):
+        merged = None  # regrouped by key hash: no task reads a partition of each side
     key_type, lv, rv = _type(left.frame, "key"), _type(left.frame, "value"), _type(right.frame, "value")
-    union = _tagged(0, left.frame, key_type, lv, rv).unionByName(_tagged(1, right.frame, key_type, lv, rv))
+    on = merged is not None
+    union = _tagged(0, left.frame, key_type, lv, rv, topic=on).unionByName(
+        _tagged(1, right.frame, key_type, lv, rv, topic=on)
+    )
     task: Column = (
         F.col("partition")
         if left.partitioned and right.partitioned
@@ -88,9 +103,14 @@ def pairs(
     union = union.withColumn("task", task)
     processor = _processor(kind, how, windows)
     first = join_logic.RIGHT if kind == "stream-table" else join_logic.LEFT
+    if on:  # at the start of a batch, a timestamp tie goes to the `first` side (frontier.take)
+        union = union.withColumn("rank", F.when(F.col("side") == first, 0).otherwise(1))
 
     def step(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else processor.new_state()
+        if merged is not None:
+            held = state.setdefault("frontier", {"held": None, "memory": {}})
+            batch, held["held"] = frontier.take(batch, held["held"], held["memory"], merged.caught_up)
         records = zip(
             batch["side"].tolist(),
             engine.pylist(batch["key"]),
@@ -104,7 +124,8 @@ def pairs(
         )  # fmt: skip
         out: list[join_logic.Result] = []
         late = 0
-        for record in join_logic.merge_order(records, first=first):
+        ordered = records if merged is not None else join_logic.merge_order(records, first=first)
+        for record in ordered:
             if processor.process(state, record, out.append) is False:
                 late += 1
         if late and late_counter is not None:
@@ -159,11 +180,21 @@ def join(
     windows: Any = None,
     partitions: int,
     late_counter: Accumulator[int] | None = None,
+    merged: frontier.Frontier | None = None,
 ) -> RecordFrame:
     """The join's output records: a stream (stream-table, stream-stream) or a table changelog
     (table-table: a result that went away is a tombstone, its value null, never run through the
     joiner)."""
-    rows = pairs(kind, how, left, right, windows=windows, partitions=partitions, late_counter=late_counter)
+    rows = pairs(
+        kind,
+        how,
+        left,
+        right,
+        windows=windows,
+        partitions=partitions,
+        late_counter=late_counter,
+        merged=merged,
+    )
     value = joiner_column(joiner, default_type=_type(left.frame, "value"))
     if kind == "table-table":
         value = F.when(F.col("left").isNotNull() | F.col("right").isNotNull(), value)
