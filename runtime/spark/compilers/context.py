@@ -30,12 +30,6 @@ class Context(Protocol):
         """Node name → Spark accumulator of records dropped as late (the runner reports them)."""
         ...
 
-    @property
-    def merge_frontier(self) -> Any:
-        """The query's stateful.frontier.Frontier when it reads Kafka (None on files): tasks fed
-        by several partitions hold back what a dry partition may precede."""
-        ...
-
     def read_source(self, node: nodes.Source) -> RecordFrame:
         """A source's records as read: decoded by its serdes, with its event time."""
         ...
@@ -51,6 +45,12 @@ class Context(Protocol):
 
     def partitions(self) -> int:
         """The state partitions (Spark's shuffle partitions)."""
+        ...
+
+    @property
+    def merge_frontier(self) -> Any:
+        """A ``stateful.frontier.Frontier`` when the query reads Kafka (None: files): a step whose
+        task reads several partitions holds back records a dry partition may precede."""
         ...
 
 

@@ -36,6 +36,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["Frontier", "take"]
@@ -179,16 +180,24 @@ def _record(root: str, batch: int, location: str, text: str) -> None:
 def take(
     batch: pd.DataFrame,
     held: pd.DataFrame | None,
-    known: dict[int, tuple[str, int]],
+    memory: dict[str, Any],
     caught_up: Callable[[str, int], bool],
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A task's records (``held`` from earlier batches, then ``batch``) split into those it
     processes now, in Kafka Streams' order, and those it holds back.
 
     Rows carry ``sub`` (the source partition's identity), ``topic``, ``partition``, ``offset`` and
-    ``ts``. ``known`` maps every source partition the task has seen to its (topic, partition) and
-    is updated in place; ``caught_up(topic, partition)`` asks whether a partition has no records
-    beyond this batch (asked only when a dry partition would let another go first)."""
+    ``ts``, and may carry ``rank``. ``memory`` is the task's own (kept in its state, updated in
+    place): ``subs``, every source partition it has seen, as (topic, partition), and ``last``, the
+    one it took its latest record from. ``caught_up(topic, partition)`` asks whether a partition
+    has no records beyond this batch (asked only when a dry partition would let another go first).
+
+    Timestamp ties are Kafka Streams' too: its ``PartitionGroup`` keeps the partitions in a
+    priority queue by head timestamp, and a partition that just gave a record goes back in behind
+    those with an equal head. So on a tie the partition that waited longer goes first; at the
+    start of a batch the one taken last waits, then the lower ``rank`` (a join's table side), then
+    the lower ``sub``."""
+    known: dict[int, tuple[str, int]] = memory.setdefault("subs", {})
     rows = batch if held is None or not len(held) else pd.concat([held, batch], ignore_index=True)
     rows = rows.sort_values(["sub", "offset"], kind="stable", ignore_index=True)
     subs = rows["sub"].to_numpy()
@@ -207,15 +216,24 @@ def take(
     if present and any(not dry_is_done(s) for s in known if s not in present):
         return rows.iloc[:0], rows  # a partition with nothing here may still go first
     ts = rows["ts"].to_numpy()
-    heads = [(int(ts[a]), int(subs[a]), a, b) for a, b in itertools.pairwise([*starts, len(subs)])]
+    ranks = rows["rank"].to_numpy() if "rank" in rows.columns else np.zeros(len(rows), dtype=np.int64)
+    last = memory.get("last")
+    queues = sorted(
+        itertools.pairwise([*starts, len(subs)]),
+        key=lambda q: (int(subs[q[0]]) == last, int(ranks[q[0]]), int(subs[q[0]])),
+    )
+    heads = [(int(ts[a]), seq, a, b) for seq, (a, b) in enumerate(queues)]
     heapq.heapify(heads)
+    pushed = len(heads)
     order: list[int] = []
     while heads:
-        _, sub, i, end = heapq.heappop(heads)
+        _, _, i, end = heapq.heappop(heads)
         order.append(i)
+        memory["last"] = int(subs[i])
         if i + 1 < end:
-            heapq.heappush(heads, (int(ts[i + 1]), sub, i + 1, end))
-        elif heads and not dry_is_done(sub):
+            heapq.heappush(heads, (int(ts[i + 1]), pushed, i + 1, end))  # behind equal heads
+            pushed += 1
+        elif heads and not dry_is_done(int(subs[i])):
             break  # its next record, still at the broker, may be older than the others' heads
     taken = rows.iloc[order].reset_index(drop=True)
     if len(order) == len(rows):

@@ -7,9 +7,11 @@ per task under ``transformWithStateInPandas``.
 
 **Order.** A task reads one partition of each input. Kafka Streams processes a task's records
 partition by partition in offset order, always taking next the partition whose head record has
-the smallest timestamp (``PartitionGroup``); ties go to the table side (stream-table) or the left
-side, then the lower partition. :func:`merge_order` does exactly that over a micro-batch, so the
-order does not depend on how Spark split or shuffled the batch.
+the smallest timestamp (``PartitionGroup``). When both sides are read straight from their
+partitions, :func:`.frontier.take` gives that order across micro-batches (ties: the partition
+that waited longer, as in ``PartitionGroup``'s priority queue). After a key change, or for the
+test driver, :func:`merge_order` orders each micro-batch on its own (ties: the table side of a
+stream-table join or the left side, then the lower partition).
 
 **Stream-stream joins** follow ``KStreamKStreamJoin`` (Kafka 3.x/4.x, KIP-633): the task's stream
 time is shared by both sides and advanced by every record (even one dropped for a null key or

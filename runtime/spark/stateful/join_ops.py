@@ -12,11 +12,6 @@ value from ``key``, ``left`` and ``right`` as a Spark expression or a vectorised
 Time mode is ``None``: a left/outer result is emitted when a later record advances the task's
 stream time past its window (as in Kafka Streams, where stream time only moves with records),
 so no processing-time timers are needed and the output does not depend on batch boundaries.
-
-Across micro-batches, a task of co-partitioned sides holds back, in its state, the records
-behind a partition that ran dry while the broker has more for it (:mod:`.frontier`, as merges
-do): a batch cut by a rate limit would otherwise apply table updates of minutes later to the
-stream records of its first seconds (conformance ``pageViewsByRegion``: 29 mismatches).
 """
 
 from __future__ import annotations
@@ -49,8 +44,10 @@ class Side:
 
 def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, topic: bool) -> DataFrame:
     own = F.col("value")
-    source = F.coalesce(F.col("topic"), F.lit(""))
     partition = F.coalesce(F.col("partition"), F.lit(0)).cast("int")
+    source = F.coalesce(F.col("topic"), F.lit(""))
+    # The source partition (frontier.take): its topic, and Spark's hash of topic and partition.
+    extra = [source.alias("topic"), F.xxhash64(source, partition).alias("sub")] if topic else []
     return frame.df.select(
         F.col("key").cast(key_type).alias("key"),
         F.lit(side).alias("side"),
@@ -59,8 +56,7 @@ def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, t
         F.unix_millis("timestamp").alias("ts"),
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
-        # With a frontier: the source partition's identity and topic (frontier.take's columns).
-        *([F.xxhash64(F.lit(side), source, partition).alias("sub"), source.alias("topic")] if topic else []),
+        *extra,
     )
 
 
@@ -89,25 +85,32 @@ def pairs(
 ) -> DataFrame:
     """The join's ``(key, left, right, ts)`` rows (before the joiner), in append mode.
 
-    ``merged``: the query's frontier; when both sides are Kafka's partitions (a task reads one of
-    each), records behind a partition that ran dry while the broker has more wait in the state."""
+    ``merged``: when both sides are read straight from their partitions (a task per partition),
+    records behind a partition that ran dry while the broker has more for it wait in the task's
+    state (:mod:`.frontier`), so the order does not depend on where micro-batches end."""
+    if not (left.partitioned and right.partitioned):
+        merged = None  # regrouped by key hash: no task reads a partition of each side
     key_type, lv, rv = _type(left.frame, "key"), _type(left.frame, "value"), _type(right.frame, "value")
-    tasks = left.partitioned and right.partitioned
-    held = merged if tasks else None
-    union = _tagged(0, left.frame, key_type, lv, rv, topic=held is not None).unionByName(
-        _tagged(1, right.frame, key_type, lv, rv, topic=held is not None)
+    on = merged is not None
+    union = _tagged(0, left.frame, key_type, lv, rv, topic=on).unionByName(
+        _tagged(1, right.frame, key_type, lv, rv, topic=on)
     )
-    task: Column = F.col("partition") if tasks else F.pmod(F.hash("key"), F.lit(partitions)).cast("int")
+    task: Column = (
+        F.col("partition")
+        if left.partitioned and right.partitioned
+        else F.pmod(F.hash("key"), F.lit(partitions)).cast("int")
+    )
     union = union.withColumn("task", task)
     processor = _processor(kind, how, windows)
     first = join_logic.RIGHT if kind == "stream-table" else join_logic.LEFT
+    if on:  # at the start of a batch, a timestamp tie goes to the `first` side (frontier.take)
+        union = union.withColumn("rank", F.when(F.col("side") == first, 0).otherwise(1))
 
     def step(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else processor.new_state()
-        if held is not None:
-            batch, state["held"] = frontier.take(
-                batch, state.get("held"), state.setdefault("subs", {}), held.caught_up
-            )
+        if merged is not None:
+            held = state.setdefault("frontier", {"held": None, "memory": {}})
+            batch, held["held"] = frontier.take(batch, held["held"], held["memory"], merged.caught_up)
         records = zip(
             batch["side"].tolist(),
             engine.pylist(batch["key"]),
@@ -121,7 +124,8 @@ def pairs(
         )  # fmt: skip
         out: list[join_logic.Result] = []
         late = 0
-        for record in join_logic.merge_order(records, first=first):
+        ordered = records if merged is not None else join_logic.merge_order(records, first=first)
+        for record in ordered:
             if processor.process(state, record, out.append) is False:
                 late += 1
         if late and late_counter is not None:

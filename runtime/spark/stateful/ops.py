@@ -139,7 +139,7 @@ def windowed_aggregate(
             batch = engine.arrival_order(batch)
         else:
             batch, state["held"] = frontier.take(
-                batch, state.get("held"), state.setdefault("subs", {}), merged.caught_up
+                batch, state.get("held"), state.setdefault("merge", {}), merged.caught_up
             )
             if not len(batch):
                 return state, pd.DataFrame(columns=list(WINDOWED_COLUMNS))

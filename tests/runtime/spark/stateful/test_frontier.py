@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -47,16 +48,16 @@ def test_a_dry_partition_with_more_at_the_broker_holds_back_the_others_records()
     # a: ts 10, 30 (then more at the broker); b: ts 20, 40, 50. Kafka Streams takes a@10, b@20,
     # a@30 and then waits for a's next record, which may be older than b@40.
     batch = _rows((A, 0, 10), (A, 1, 30), (B, 0, 20), (B, 1, 40), (B, 2, 50))
-    known: dict[int, tuple[str, int]] = {}
+    memory: dict[str, Any] = {}
     asked: list[str] = []
-    taken, held = frontier.take(batch, None, known, _asking({"a": False, "b": True}, asked))
+    taken, held = frontier.take(batch, None, memory, _asking({"a": False, "b": True}, asked))
     assert _order(taken) == [("a", 0), ("b", 0), ("a", 1)]
     assert _order(held) == [("b", 1), ("b", 2)] and asked == ["a"]
-    assert known == {A: ("a", 0), B: ("b", 0)}
+    assert memory == {"subs": {A: ("a", 0), B: ("b", 0)}, "last": A}
 
     # The next batch brings a@35: it goes before the held b@40, as in Kafka Streams.
     asked.clear()
-    taken, held = frontier.take(_rows((A, 2, 35)), held, known, _asking({"a": True, "b": True}, asked))
+    taken, held = frontier.take(_rows((A, 2, 35)), held, memory, _asking({"a": True, "b": True}, asked))
     assert _order(taken) == [("a", 2), ("b", 1), ("b", 2)] and held is None
     assert asked == ["a"]  # a ran dry before b: caught up, so b goes on
 
@@ -73,12 +74,27 @@ def test_a_caught_up_partition_lets_the_others_go_on_and_one_partition_never_ask
 
 
 def test_a_known_partition_without_records_that_still_has_some_holds_everything() -> None:
-    known = {A: ("a", 0)}
+    memory: dict[str, Any] = {"subs": {A: ("a", 0)}}
     batch = _rows((B, 3, 20))
-    taken, held = frontier.take(batch, None, known, _asking({"a": False}, []))
+    taken, held = frontier.take(batch, None, memory, _asking({"a": False}, []))
     assert taken.empty and _order(held) == [("b", 3)]
-    taken, held = frontier.take(_rows((A, 4, 25)), held, known, _asking({"a": True, "b": True}, []))
+    taken, held = frontier.take(_rows((A, 4, 25)), held, memory, _asking({"a": True, "b": True}, []))
     assert _order(taken) == [("b", 3), ("a", 4)] and held is None
+
+
+def test_on_a_timestamp_tie_the_partition_that_waited_longer_goes_first() -> None:
+    # Kafka Streams' PartitionGroup: a partition that just gave a record goes back into the
+    # priority queue behind partitions whose head has the same timestamp.
+    batch = _rows((A, 0, 10), (A, 1, 20), (B, 0, 20), (B, 1, 20))
+    memory: dict[str, Any] = {}
+    taken, held = frontier.take(batch, None, memory, _asking({"a": True, "b": True}, []))
+    assert _order(taken) == [("a", 0), ("b", 0), ("a", 1), ("b", 1)] and held is None
+    # At the start of a batch the partition taken last waits (b here), then the lower rank.
+    taken, _ = frontier.take(_rows((A, 2, 30), (B, 2, 30)), None, memory, _asking({"a": True, "b": True}, []))
+    assert _order(taken) == [("a", 2), ("b", 2)]
+    ranked = _rows((A, 3, 40), (B, 3, 40)).assign(rank=[1, 0])
+    taken, _ = frontier.take(ranked, None, {}, _asking({"a": True, "b": True}, []))
+    assert _order(taken) == [("b", 3), ("a", 3)]
 
 
 def test_the_offset_log_gives_each_kafka_partitions_end() -> None:
