@@ -277,6 +277,13 @@ class _Converter:
                 f"{path}.from.as", f"as: {src.as_} reads topics; to make a stream a table, use a toTable step"
             )
             return None
+        if src.as_ == "globalTable" and src.max_offsets_per_trigger is not None:
+            self.problem(
+                f"{path}.from.maxOffsetsPerTrigger",
+                "a globalTable is read to its end in every micro-batch, before the streams that look it "
+                "up (Kafka Streams bootstraps a GlobalKTable in full first): it takes no rate limit; set "
+                "it on the streams",
+            )
         if src.stream:
             if src.stream not in self.tails:
                 self.problem(
@@ -307,7 +314,7 @@ class _Converter:
             value_serde=_serde(src.value_serde),
             timestamp=src.timestamp,
             table=src.as_ != "stream",
-            max_offsets_per_trigger=src.max_offsets_per_trigger,
+            max_offsets_per_trigger=None if src.as_ == "globalTable" else src.max_offsets_per_trigger,
             **self.error_policy(src, path),
         )
 

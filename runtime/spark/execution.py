@@ -38,6 +38,7 @@ from streamapp.runtime.spark import (
     stopping,
 )
 from streamapp.runtime.spark.stateful import frontier
+from streamapp.runtime.topology import nodes
 
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
@@ -225,15 +226,25 @@ def start(
         reads = 0
         counted: set[str] = set()
 
+        # Global tables are read to their end in every micro-batch (Kafka Streams bootstraps a
+        # GlobalKTable in full before the streams that look it up): the app-wide limit skips them.
+        global_topics = {
+            t
+            for n in topology.nodes
+            if isinstance(n, nodes.Source) and n.op == "globalTable"
+            for t in n.topics
+        }
+
         def read(topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None) -> DataFrame:
             # A source's own maxOffsetsPerTrigger (manifest) wins over the app-wide one (config).
             nonlocal reads
+            app_wide = None if set(topics) <= global_topics else default_max_offsets
             frame = kafka_io.read_stream(
                 spark,
                 bootstrap=bootstrap,
                 topics=topics,
                 starting_offsets=start_options.get("startingOffsets", "earliest"),
-                max_offsets_per_trigger=max_offsets_per_trigger or default_max_offsets,
+                max_offsets_per_trigger=max_offsets_per_trigger or app_wide,
                 options={k: v for k, v in start_options.items() if k != "startingOffsets"},
                 client_config=credentials.java(),
             )

@@ -246,7 +246,13 @@ class Topology:
         group_of: dict[str, int] = {}
         groups: list[list[nd.Node]] = []
         for node in self.nodes:
-            parents = [p for p in node.parents if not self.repartitions(self.node(p))]
+            parents = [
+                p
+                for p in node.parents
+                # A global table is a sub-topology of its own (its global store's; no tasks).
+                if not self.repartitions(self.node(p))
+                and not isinstance(self.node(p), join_nodes.GlobalTableSource)
+            ]
             if isinstance(node, join_nodes.JoinNode) and node.foreign_key is not None:
                 # The right table meets its subscriptions in a sub-topology of its own (Kafka
                 # Streams' subscription-registration and response topics join the two).
@@ -277,7 +283,10 @@ class Topology:
         instead = {(n.parents[0], n.name): f"{n.name}-subscription-registration-sink" for n in fk}
         instead |= {(n.parents[1], n.name): f"{n.name}-foreign-join-subscription" for n in fk}
         for index, group in enumerate(self.subtopologies()):
-            lines.append(f"   Sub-topology: {index}")
+            if all(isinstance(n, join_nodes.GlobalTableSource) for n in group):
+                lines.append(f"   Sub-topology: {index} for global store (will not generate tasks)")
+            else:
+                lines.append(f"   Sub-topology: {index}")
             sources: set[str] = set()
             for node in group:
                 shuffled = [p for p in node.parents if self.repartitions(self.node(p))]

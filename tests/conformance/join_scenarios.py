@@ -184,6 +184,22 @@ JOIN_SCENARIOS: list[sc.Scenario] = [
         inputs=2,
         note="unmatched records of both sides, each once its window closed",
     ),
+    sc.Scenario(
+        "streamGlobalTableLeftJoin",
+        """
+      - name: right
+        from: {topic: in1, as: globalTable}
+      - from: {topic: in0}
+        steps:
+          - leftJoin: {with: right, key: key, joiner: "concat(left, '@', coalesce(right, '-'))"}
+          - to: {topic: out}
+""",
+        sc.STREAM,
+        "string",
+        inputs=2,
+        note="the global table is read in full before the stream (Kafka Streams bootstraps a "
+        "GlobalKTable first); maxOffsetsPerTrigger limits only the stream",
+    ),
     sc.Scenario("tableTableJoin", _table_join("join", _BOTH), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableLeftJoin", _table_join("leftJoin", _LEFT), sc.TABLE, "string", inputs=2),
     sc.Scenario("tableTableOuterJoin", _table_join("outerJoin", _OUTER), sc.TABLE, "string", inputs=2),

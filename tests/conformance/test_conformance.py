@@ -39,9 +39,12 @@ Rec = tuple[str | None, Any, int]  # key, decoded value, timestamp
 
 
 def _with_batch_limit(text: str, limit: int) -> str:
-    """The manifest with ``maxOffsetsPerTrigger`` on every topic source."""
+    """The manifest with ``maxOffsetsPerTrigger`` on every topic source but global tables (read in
+    full before the streams they serve, as Kafka Streams bootstraps them)."""
     doc = yaml.safe_load(text)
     for stream in doc["spec"]["topology"]["streams"]:
+        if stream["from"].get("as") == "globalTable":
+            continue
         if "topic" in stream["from"] or "topics" in stream["from"]:
             stream["from"]["maxOffsetsPerTrigger"] = limit
     return yaml.safe_dump(doc, sort_keys=False)

@@ -29,7 +29,14 @@ S = 1000
 
 def test_every_example_is_listed_valid_and_documented() -> None:
     names = [example.name for example in examples.available()]
-    assert names == ["login-alerts", "pageviews-by-region", "region-sizes", "silent-keys", "wordcount"]
+    assert names == [
+        "account-balances",
+        "login-alerts",
+        "pageviews-by-region",
+        "region-sizes",
+        "silent-keys",
+        "wordcount",
+    ]
     readme = README.read_text()
     for example in examples.available():
         assert not manifest.validate_manifest(example.path), example.path
@@ -92,6 +99,40 @@ def test_wordcount_counts_every_word(
     ]
     assert app.progress.records_read == {source: 2}
     assert app.progress.records_written == {sink: 7}
+
+
+def test_account_balances_count_each_payment_once_across_restarts(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    document = manifest.load_manifest(examples.find("account-balances"))
+    assert document.spec.processing_guarantee == "exactly_once_v2"
+    topology, source, sink = _topology("account-balances", new_topic)
+    checkpoint = tmp_path / "ckpt"
+
+    def drain() -> StreamApp:
+        config = StreamsConfig(
+            bootstrap_servers=kafka_bootstrap,
+            checkpoint_location=str(checkpoint),
+            drain=True,
+            processing_guarantee=document.spec.processing_guarantee,
+        )
+        app = StreamApp(topology, config, spark=spark)
+        app.start()
+        assert app.await_termination(300)
+        assert app.state is State.NOT_RUNNING, app.error
+        return app
+
+    def pay(*payments: tuple[str, int, int]) -> None:
+        records = [admin.Record(a.encode(), str(c).encode(), timestamp=T0 + t) for a, c, t in payments]
+        admin.produce(kafka_bootstrap, source, records)
+
+    pay(("alice", 1500, 1), ("bob", 200, 2), ("alice", -300, 3))
+    assert drain().processing_guarantee == "exactly_once_v2"
+    pay(("alice", 50, 4))
+    drain()  # the second run resumes from the checkpoint: no payment is summed twice
+    # read_committed (admin.consume's default): only committed transactions' records.
+    out = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    assert out == [("alice", 1200, 3), ("bob", 200, 2), ("alice", 1250, 4)]
 
 
 def test_login_alerts_raise_one_alert_per_minute_with_three_failures(

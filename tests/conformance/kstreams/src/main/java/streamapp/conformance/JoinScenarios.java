@@ -8,6 +8,7 @@ import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
@@ -49,6 +50,12 @@ public final class JoinScenarios {
   public static void streamTableJoin(StreamsBuilder b, Oracle.Io io) {
     KTable<String, String> right = table(b, io.in(1));
     stream(b, io.in(0)).join(right, (l, r) -> l + "@" + r).to(io.output(), Produced.with(S, S));
+  }
+
+  /** A stream joined with a GlobalKTable of in(1), looked up by the stream record's own key. */
+  public static void streamGlobalTableLeftJoin(StreamsBuilder b, Oracle.Io io) {
+    GlobalKTable<String, String> right = b.globalTable(io.in(1), Consumed.with(S, S));
+    stream(b, io.in(0)).leftJoin(right, (k, v) -> k, (l, r) -> l + "@" + or(r)).to(io.output(), Produced.with(S, S));
   }
 
   public static void streamTableLeftJoin(StreamsBuilder b, Oracle.Io io) {
