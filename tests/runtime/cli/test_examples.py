@@ -52,12 +52,20 @@ def _topology(name: str, new_topic: Callable[..., str]) -> tuple[Topology, str, 
     return topology.rename_topics(renamed), renamed[source], renamed[sink]
 
 
-def _drain(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> StreamApp:
-    app = StreamApp(
-        topology,
-        StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True),
-        spark=spark,
+def _drain(
+    spark: SparkSession,
+    bootstrap: str,
+    topology: Topology,
+    checkpoint: pathlib.Path,
+    processing_guarantee: str | None = None,
+) -> StreamApp:
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        drain=True,
+        processing_guarantee=processing_guarantee,
     )
+    app = StreamApp(topology, config, spark=spark)
     app.start()
     assert app.await_termination(300)
     assert app.state is State.NOT_RUNNING, app.error
@@ -110,17 +118,7 @@ def test_account_balances_count_each_payment_once_across_restarts(
     checkpoint = tmp_path / "ckpt"
 
     def drain() -> StreamApp:
-        config = StreamsConfig(
-            bootstrap_servers=kafka_bootstrap,
-            checkpoint_location=str(checkpoint),
-            drain=True,
-            processing_guarantee=document.spec.processing_guarantee,
-        )
-        app = StreamApp(topology, config, spark=spark)
-        app.start()
-        assert app.await_termination(300)
-        assert app.state is State.NOT_RUNNING, app.error
-        return app
+        return _drain(spark, kafka_bootstrap, topology, checkpoint, document.spec.processing_guarantee)
 
     def pay(*payments: tuple[str, int, int]) -> None:
         records = [admin.Record(a.encode(), str(c).encode(), timestamp=T0 + t) for a, c, t in payments]
