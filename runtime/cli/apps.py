@@ -262,9 +262,14 @@ def one_line(exc: BaseException | None) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # A Python function's error (a UDF, the sink) arrives as a traceback inside Spark's message:
     # its own line, `ValueError: …`, is unqualified; Java's and py4j's wrappers are qualified.
+    # raise_error() in the plan (a record a serde cannot read, under deserializationErrors: fail)
+    # says all in its own message, however deep the wrappers (py4j's proxy, a sink's traceback).
+    raised = [m.group(1) for ln in lines if (m := _RAISED.search(ln))]
     python = [ln for ln in lines if _PYTHON_ERROR.match(ln)]
     causes = [ln for ln in lines if ln.startswith("Caused by:")]
-    if python:
+    if raised:
+        chosen = raised[-1]
+    elif python:
         chosen = python[-1]
     elif causes:
         chosen = causes[-1][len("Caused by:") :].strip()
@@ -273,6 +278,7 @@ def one_line(exc: BaseException | None) -> str:
     return chosen[:500]
 
 
+_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE: \w+)?$")
 _PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")
 
 

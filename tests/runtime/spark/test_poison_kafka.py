@@ -16,6 +16,8 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pytest
+
 from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
 from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
@@ -323,3 +325,127 @@ def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_n
     assert app.progress.dropped_by_node == {source: 1, counter: 1}, app.progress
     summary = apps._summary(app)
     assert f"at {counter} (null value)" in summary and f"at {source} (null key)" in summary, summary
+
+
+BIG = b"x" * (2 * 1024 * 1024)  # a 2 MB value: readable, so processed under every policy
+
+
+@pytest.mark.parametrize("policy", ["skip", "deadLetter", "fail"])
+def test_the_poison_corpus_under_each_policy(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    policy: str,
+) -> None:
+    """One corpus, each policy, exactly-once (read_committed): a truncated long, a double of 9
+    bytes, invalid JSON and a string value that is not UTF-8 among good records, a 2 MB value and
+    a null key into a grouping. ``skip`` and ``deadLetter`` keep running (a later record still
+    comes out) and count every bad record per topic; ``fail`` stops naming the record and the
+    reason, and commits nothing of the batch it stopped in."""
+    from streamapp.runtime.cli import apps
+
+    longs, doubles, jsons, out, counts, dead = (new_topic(1) for _ in range(6))
+    strings = f"{longs}-strings"
+    admin.create_topics(kafka_bootstrap, {strings: 1}, config={"max.message.bytes": str(3 * 1024 * 1024)})
+    bad = {
+        longs: _rec(b"a", b"\x00\x01\x02", T0 + 1, (("trace", b"t1"),)),
+        doubles: _rec(b"d", b"\x00" * 9, T0 + 2),
+        jsons: _rec(b"f", b'{"amount": 3', T0 + 3),
+        strings: _rec(b"h", b"ok \xff\xfe", T0 + 4),
+    }
+    reasons = {
+        longs: "value cannot be read with the long serde: a long is 8 bytes, this value has 3",
+        doubles: "value cannot be read with the double serde: a double is 8 bytes, this value has 9",
+        jsons: "value cannot be read with the json serde: not valid JSON",
+        strings: "value cannot be read with the string serde: not valid UTF-8",
+    }
+    admin.produce(
+        kafka_bootstrap, longs, [_rec(b"b", _long(21), T0), bad[longs], _rec(b"c", _long(-4), T0 + 5)]
+    )
+    admin.produce(kafka_bootstrap, doubles, [bad[doubles], _rec(b"e", struct.pack(">d", 1.5), T0 + 6)])
+    admin.produce(kafka_bootstrap, jsons, [_rec(b"g", b'{"amount": 5}', T0 + 7), bad[jsons]])
+    admin.produce(
+        kafka_bootstrap,
+        strings,
+        [
+            _rec(b"big", BIG, T0 + 8),
+            bad[strings],
+            admin.Record(None, b"no key", timestamp=T0 + 9, partition=0),
+            _rec(b"i", b"fine", T0 + 10),
+        ],
+        client_config={"message.max.bytes": str(3 * 1024 * 1024)},
+    )
+
+    b = StreamsBuilder(default_key_serde=Serdes.String())
+    on_error = {"deserialization_errors": policy}
+    if policy == "deadLetter":
+        on_error["dead_letter_topic"] = dead
+    long_out = {"value_serde": Serdes.Long()}
+    b.stream(longs, value_serde=Serdes.Long(), **on_error).map_values("value * 2").to(out, **long_out)
+    b.stream(doubles, value_serde=Serdes.Double(), **on_error).map_values("cast(value * 2 as bigint)").to(
+        out, **long_out
+    )
+    b.stream(jsons, value_serde=Serdes.Json("amount bigint"), **on_error).map_values("value.amount * 2").to(
+        out, **long_out
+    )
+    texts = b.stream(strings, value_serde=Serdes.String(), **on_error)
+    texts.map_values("cast(length(value) as bigint)").to(out, **long_out)
+    texts.group_by_key().count().to_stream().to(counts, **long_out)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        processing_guarantee="exactly_once_v2",
+        drain=policy == "fail",
+    )
+    app = StreamApp(b.build(), config, spark=spark)
+    app.start()
+
+    def number(record: admin.Record) -> int:
+        return int.from_bytes(record.value or b"", "big", signed=True)
+
+    if policy == "fail":
+        assert app.await_termination(240)
+        assert app.state is State.ERROR
+        message = apps.one_line(app.error)
+        # The first bad record a task met, named as `streamapp run` prints it: topic/partition@offset.
+        offsets = {longs: 1, doubles: 0, jsons: 1, strings: 1}
+        named = {
+            reason.replace("value ", f"value of record {topic}/0@{offsets[topic]} ", 1)
+            + " (deserializationErrors: fail)"
+            for topic, reason in reasons.items()
+        }
+        assert message in named, message
+        assert admin.consume(kafka_bootstrap, out, idle=2.0, timeout=30) == []
+        return
+    try:
+        good = {(b"b", 42), (b"c", -8), (b"e", 3), (b"g", 10), (b"big", len(BIG)), (None, 6), (b"i", 4)}
+        results = admin.consume(kafka_bootstrap, out, expected=len(good), timeout=180)
+        assert {(r.key, number(r)) for r in results} == good
+        # Still running: a record produced after the corpus comes out too.
+        admin.produce(kafka_bootstrap, longs, [_rec(b"z", _long(5), T0 + 11)])
+        later = admin.consume(kafka_bootstrap, out, expected=len(good) + 1, timeout=180)
+        assert (b"z", 10) in {(r.key, number(r)) for r in later}
+        assert app.state is State.RUNNING, app.error
+        final = {r.key: number(r) for r in admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=60)}
+        assert final == {b"big": 1, b"i": 1}  # the null key is dropped at the grouping, and counted
+    finally:
+        app.stop()
+    progress = app.progress
+    assert progress.dropped == 1, progress
+    by_topic = {longs: 1, doubles: 1, jsons: 1, strings: 1}
+    if policy == "skip":
+        assert (progress.skipped, progress.skipped_by_topic, progress.dead_lettered) == (4, by_topic, 0)
+        return
+    assert (progress.dead_lettered, progress.dead_lettered_by_topic, progress.skipped) == (4, by_topic, 0)
+    letters = {r.key: r for r in admin.consume(kafka_bootstrap, dead, expected=4, timeout=60)}
+    assert set(letters) == {record.key for record in bad.values()}
+    for topic, original in bad.items():
+        letter = letters[original.key]
+        assert (letter.value, letter.timestamp) == (original.value, original.timestamp)
+        errors_of = {k: bytes(v).decode() for k, v in letter.headers if k.startswith("__streams.errors.")}
+        assert errors_of["__streams.errors.message"] == reasons[topic]
+        assert (errors_of["__streams.errors.topic"], errors_of["__streams.errors.partition"]) == (topic, "0")
+        assert [h for h in letter.headers if not h[0].startswith("__streams.errors.")] == list(
+            original.headers
+        )
