@@ -74,7 +74,8 @@ class StreamsConfig:
       else the largest input partition count).
     - ``starting_offsets`` (``earliest``/``latest``) or ``starting_timestamp`` (epoch ms): where a
       new checkpoint starts reading.
-    - ``max_offsets_per_trigger``: bound a micro-batch's input.
+    - ``max_offsets_per_trigger``: bound a micro-batch's input (default: unbounded; 500,000 under
+      ``exactly_once_v2``, whose batch must commit within the transactions' timeout).
     - ``drain``: process what the input topics hold, then stop (Spark's available-now trigger).
     - ``stop_when_idle``: stop after the query has waited this many seconds for input with nothing
       to do (also when it never runs a batch: a resumed query with no new input).

@@ -383,7 +383,8 @@ class FromSpec(_Model):
         default=None,
         ge=1,
         description="At most this many records of these topics per micro-batch (back-pressure; "
-        "Spark's maxOffsetsPerTrigger). Default: everything available.",
+        "Spark's maxOffsetsPerTrigger). Default: everything available; under exactly_once_v2 "
+        "500000, so that a batch's transactions commit within their timeout.",
     )
     deserialization_errors: Literal["fail", "skip", "deadLetter"] = pydantic.Field(
         default="fail",

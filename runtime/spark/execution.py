@@ -97,6 +97,12 @@ class Execution:
             self.spark.stop()
 
 
+#: Under exactly_once_v2 a micro-batch is one transaction per task, which must commit within
+#: transaction.timeout.ms (600 s) or the broker aborts it, and the retry would be as large: so a
+#: micro-batch reads at most this many records unless a maxOffsetsPerTrigger says otherwise (at
+#: the 2-core benchmarks' word-count rate, about 5 s of work).
+EXACTLY_ONCE_MAX_OFFSETS = 500_000
+
 #: Loggers that print a failed query's Java stack traces on the driver (in local mode also the
 #: executors' task failures). The app reports a failure itself — :attr:`StreamApp.error`, one line
 #: from ``streamapp run``, the full text with ``--debug`` — so they are silenced.
@@ -219,7 +225,9 @@ def start(
             default=max((input_partitions or {}).values(), default=1),
         )
         start_options = dict(starting or {})
-        default_max_offsets = max_offsets_per_trigger
+        default_max_offsets = max_offsets_per_trigger or (
+            EXACTLY_ONCE_MAX_OFFSETS if processing_guarantee == "exactly_once_v2" else None
+        )
         observed: dict[str, Sequence[str]] = {}
         # The real-time trigger accepts no observations (it never ends a batch to report them).
         counting = count and topology.trigger()[0] != "real-time" and trigger != "real-time"

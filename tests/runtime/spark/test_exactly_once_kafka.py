@@ -244,3 +244,38 @@ def test_a_commit_interval_spaces_the_micro_batches_and_their_transactions(
     on_grid = [start for start in starts if round(start * 1000) % 1500 <= 5]
     assert len(starts) >= 4 and all(a < b for a, b in itertools.pairwise(slots)), (starts, gaps)
     assert len(on_grid) >= len(starts) - 3, (starts, gaps)
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
+def test_exactly_once_bounds_a_micro_batch_unless_a_rate_limit_is_given(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    guarantee: str,
+) -> None:
+    """A transaction must commit within transaction.timeout.ms, so under exactly_once_v2 a batch
+    reads at most EXACTLY_ONCE_MAX_OFFSETS records (4 here) without a maxOffsetsPerTrigger; an
+    at-least-once drain takes the whole input in one batch."""
+    from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
+    from streamapp.runtime.spark import execution
+
+    monkeypatch.setattr(execution, "EXACTLY_ONCE_MAX_OFFSETS", 4)
+    source, out = new_topic(1), new_topic(1)
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, f"r{i}".encode()) for i in range(10)])
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    b.stream(source).map_values("upper(value)").to(out)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        processing_guarantee=guarantee,
+        drain=True,
+    )
+    app = StreamApp(b.build(), config, spark=spark)
+    app.start()
+    assert app.await_termination(120), "the drain did not end"
+    assert app.error is None, app.error
+    got = admin.consume(kafka_bootstrap, out, expected=10, timeout=60)
+    assert sorted(bytes(r.value or b"").decode() for r in got) == sorted(f"R{i}" for i in range(10))
+    assert app.progress.batches == (3 if guarantee == "exactly_once_v2" else 1), app.progress
