@@ -199,6 +199,55 @@ def test_exit_codes_restarts_and_sigkill_after_grace(
     kube.kubectl("delete", "pod", "once", "loop", "-n", NS, "--timeout=60s", timeout=70)
 
 
+def test_a_failing_liveness_probe_restarts_the_container(
+    kube: cluster.Cluster, agent_node: node_agent_proc.AgentProcess
+) -> None:
+    """The container stays alive for 3 s, then its liveness file goes: after two failed probes
+    the agent stops it (SIGTERM) and, under restartPolicy Always, starts it again; the emptyDir
+    outlives the restart, as a kubelet's does. A readiness-only Pod beside it is never restarted."""
+    script = "date +%s%N >> /scratch/starts; touch /scratch/alive; sleep 3; rm /scratch/alive; sleep 300"
+    container = {
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+        "livenessProbe": {
+            "exec": {"command": ["test", "-f", "/scratch/alive"]},
+            "periodSeconds": 1,
+            "failureThreshold": 2,
+        },
+    }
+    pod = _pod(
+        "liveless",
+        script,
+        container=container,
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        terminationGracePeriodSeconds=2,
+    )
+    kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+    steady = {"volumeMounts": container["volumeMounts"], "readinessProbe": container["livenessProbe"]}
+    kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            _pod("unprobed", script, container=steady, volumes=[{"name": "scratch", "emptyDir": {}}])
+        ),
+    )
+
+    def restarted() -> dict[str, Any] | None:
+        found = _get(kube, "liveless")["status"]["containerStatuses"][0]
+        return found if found["restartCount"] >= 1 and "running" in found["state"] else None
+
+    status = _eventually("a container failing its liveness probe was not restarted", restarted, agent_node)
+    ended = status["lastState"]["terminated"]
+    assert ended["exitCode"] == 143 and ended["message"] == "killed by SIGTERM", ended
+    starts = _read(agent_node.dir / "pods" / NS / "liveless" / "volumes" / "scratch" / "starts")
+    assert starts is not None and len(starts.split()) >= 2, starts  # one emptyDir, both runs wrote to it
+    assert "liveness probe failed 2 times" in agent_node.tail()
+    # Readiness failures only take the Pod out of Ready; the container keeps running.
+    unprobed = _get(kube, "unprobed")["status"]["containerStatuses"][0]
+    assert unprobed["restartCount"] == 0, unprobed
+    kube.kubectl("delete", "pod", "liveless", "unprobed", "-n", NS, "--timeout=60s", timeout=70)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
