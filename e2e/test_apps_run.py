@@ -254,6 +254,12 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     resumed = time.monotonic() - killed
     new = app.driver_pod()
     assert new is not None and new["metadata"]["uid"] != old_uid, "the driver Pod was not replaced"
+    # The exit a kill -9 leaves (137, as an OOM kill's) is what the operator says it replaced.
+    replaced = kube.kubectl(
+        "get", "events", "-n", NS, "--field-selector", "involvedObject.name=wc-real,reason=DriverReplaced",
+        "-o", "jsonpath={.items[*].message}",
+    )  # fmt: skip
+    assert "driver container ended: Error (exit code 137) killed by SIGKILL" in replaced, replaced
     steps = ", ".join(f"{what} at {t:.1f}s" for what, t in milestones.items())
     pairs = collections.Counter(changelog)
     duplicates = sum(n - 1 for n in pairs.values() if n > 1)
