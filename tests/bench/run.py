@@ -104,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         help="Spark configuration for both Spark variants, (a)/(d) and (b) alike (repeatable; "
         "spark.driver.extraJavaOptions is added to StreamApp's own)",
     )
+    p.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=None,
+        help="StreamApp variants: maxOffsetsPerTrigger on the input (the same micro-batches for every "
+        "variant; exactly_once_v2 bounds a batch at 500,000 records without one)",
+    )
     p.add_argument("--out", type=pathlib.Path, default=HERE / "results", help="results folder")
     p.add_argument("--keep-workdirs", action="store_true", help="keep logs/checkpoints of every run")
     p.add_argument(
@@ -145,6 +152,13 @@ def _command(
             STATE_DIR=workdir / "state",
             TABLE=table,
         )
+        if args.max_offsets_per_trigger:
+            source_line = f'from: {{topic: "{source}"}}'
+            assert source_line in text, text
+            text = text.replace(
+                source_line,
+                f'from: {{topic: "{source}", maxOffsetsPerTrigger: {args.max_offsets_per_trigger}}}',
+            )
         if variant == "streamapp-rt":
             text = text.replace("\n  topology:\n", "\n  topology:\n    latency: low\n", 1)
             assert "latency: low" in text
