@@ -1,13 +1,14 @@
 """What the e2e tests read from /proc about processes they started: a process's descendants (a
 driver's JVM is a child of the container's Python process), and the files a process has mapped
-(the class-data archive a JVM started from)."""
+(the class-data archive a JVM started from), and the CPU time a process tree used."""
 
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
 
-__all__ = ["class_data_archives", "descendants"]
+__all__ = ["class_data_archives", "cpu_seconds", "descendants"]
 
 
 def descendants(root: int) -> list[int]:
@@ -38,3 +39,15 @@ def class_data_archives(root: int) -> list[str]:
             continue
         found |= {line.split()[-1] for line in maps.splitlines() if "/share/streamapp/driver-" in line}
     return sorted(found)
+
+
+def cpu_seconds(root: int) -> float:
+    """CPU time used so far by ``root`` and its descendants (an executor JVM, its Python workers)."""
+    ticks = 0
+    for pid in [root, *descendants(root)]:
+        try:
+            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -60,22 +60,10 @@ def _words(lines: list[str]) -> list[str]:
     return [w for line in lines for w in re.split(r"\W+", line.lower()) if w]
 
 
-def _cpu_seconds(root: int) -> float:
-    """CPU time used so far by ``root`` and its descendants (an executor JVM, its Python workers)."""
-    ticks = 0
-    for pid in [root, *procfs.descendants(root)]:
-        try:
-            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_used(executors: dict[str, int], seconds: float = 0.5) -> dict[str, float]:
-    before = {name: _cpu_seconds(pid) for name, pid in executors.items()}
+    before = {name: procfs.cpu_seconds(pid) for name, pid in executors.items()}
     time.sleep(seconds)
-    return {name: _cpu_seconds(pid) - before[name] for name, pid in executors.items()}
+    return {name: procfs.cpu_seconds(pid) - before[name] for name, pid in executors.items()}
 
 
 def _quiet(executors: dict[str, int], timeout: float = 120) -> None:

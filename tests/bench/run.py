@@ -496,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [v for v in variants if v not in VARIANTS] + [t for t in topologies if t not in TOPOLOGIES]
     if unknown:
         raise SystemExit(f"unknown variants/topologies: {unknown}")
+    if args.max_offsets_per_trigger and {"pyspark", "kstreams"} & set(variants):
+        raise SystemExit(
+            "--max-offsets-per-trigger bounds the StreamApp variants' micro-batches only: leave out "
+            "pyspark and kstreams (their jobs take no such setting)"
+        )
     command = shlex.join(
         [".venv/bin/python", "-m", "tests.bench.run", *(sys.argv[1:] if argv is None else argv)]
     )
