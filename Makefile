@@ -108,7 +108,7 @@ images: $(STAMP) images-deps ## build the operator and runtime images with build
 	@images/build.sh operator
 	@images/build.sh runtime
 
-images-test: setup images ## the built images: user, entrypoint, labels, and the driver contract inside the runtime image
+images-test: setup images ## the built images: user, entrypoint, labels, the driver contract inside the runtime image, and an app run from it by the node agent
 	$(PY) -m pytest e2e/test_images.py
 
 clean: ## remove the venv and build leftovers (the download cache stays)

@@ -108,19 +108,6 @@ def agent_node(
     nodes stay there. Afterwards the agent stops (its processes with it), its Node is deleted and
     the KWOK nodes take Pods again.
     """
-    kube = streamapp_operator.kube
     workdir = tmp_path_factory.mktemp("node-agent")
-    agent = node_agent_proc.AgentProcess(kube, AGENT_NODE, workdir)
-    for node in kube.nodes:
-        kube.kubectl("cordon", node)
-    try:
-        seconds = agent.start()
-        sys.stderr.write(f"\nnode agent {AGENT_NODE} Ready in {seconds:.1f}s (log: {agent.log})\n")
+    with node_agent_proc.AgentProcess(streamapp_operator.kube, AGENT_NODE, workdir).only_node() as agent:
         yield agent
-    finally:
-        agent.stop()
-        kube.kubectl("delete", "node", AGENT_NODE, "--ignore-not-found", "--wait=false")
-        # Its Lease is owned by the Node; gone now rather than when the garbage collector gets to it.
-        kube.kubectl("delete", "lease", AGENT_NODE, "-n", "kube-node-lease", "--ignore-not-found")
-        for node in kube.nodes:
-            kube.kubectl("uncordon", node)

@@ -10,23 +10,33 @@ a user can also run on a laptop next to ``cluster.py up``:
     python e2e/node_agent.py --kubeconfig /tmp/c/kubeconfig --node agent-0 --dir /tmp/agent
 
 What a container is here, honestly:
-- **Filesystem**: this machine's, not the image's (``make images`` builds the runtime image, but
-  this agent has no image runtime yet): every container runs
-  from the project's environment (the venv that runs the agent; ``SPARK_HOME`` its pyspark). The
-  log says so per container. A container without ``command`` runs the runtime image's entrypoint
-  (``spark_entrypoint.py``, Spark's executor entrypoint restated).
+- **Filesystem**: with ``--image-fs``, the image's, as a kubelet runs it: the image must be in this
+  machine's buildah storage (``make images`` puts the StreamApp images there; nothing is pulled,
+  a missing image shows ``ErrImageNeverPull``). Its root is the read-only lower layer of an
+  overlay with a fresh writable layer per container start; the container is chrooted into it and
+  runs as the image's user or ``securityContext.runAsUser``/``runAsGroup`` (``runAsNonRoot`` and
+  ``fsGroup`` honoured); the image's ENTRYPOINT, CMD, ENV and WORKDIR apply as Kubernetes says.
+  ``--shared-path DIR`` shows a host folder to every container at the same path (what network
+  storage is for checkpoints in a cluster). Without ``--image-fs`` (the default, and what
+  ``make test`` uses, which builds no image): this machine's filesystem; every container runs
+  from the project's environment (the venv that runs the agent; ``SPARK_HOME`` its pyspark), and
+  a container without ``command`` runs the runtime image's entrypoint restated
+  (``spark_entrypoint.py``). The log says which, per container.
 - **Volumes** (ConfigMap, Secret, emptyDir, projected service-account token/CA/namespace) are
   written under ``<dir>/pods/<namespace>/<pod>/volumes`` and bind-mounted at the exact
   ``mountPath`` the container expects, in a private mount namespace per container (``unshare``;
-  root needed): paths are never rewritten. A missing mount point is created empty on the host.
+  root needed): paths are never rewritten. A missing mount point is created empty on the host
+  (inside the writable layer with ``--image-fs``).
 - **Network**: every Pod gets a loopback address of its own (``127.A.B.n``, A.B random per
   agent) as its Pod IP. Cluster DNS is a hosts file (the ``kubernetes`` Service and every
-  Service's selected Pods) that JVMs read through ``-Djdk.net.hosts.file`` (``JAVA_TOOL_OPTIONS``).
+  Service's selected Pods) that JVMs read through ``-Djdk.net.hosts.file`` (``JAVA_TOOL_OPTIONS``);
+  with ``--image-fs`` it is also the container's ``/etc/hosts``.
   The ``kubernetes`` Service is a TCP proxy on ``127.A.B.1:443`` to the API server (kube-proxy's
   part). Other ClusterIP Services are not proxied.
-- **Not applied**, and logged per Pod: ``runAsUser``/``fsGroup`` (processes run as the agent's
-  user), resource limits (no cgroups), image pulls. ``kubectl logs`` does not work (no kubelet
-  API); each container's output is in ``<dir>/pods/<namespace>/<pod>/<container>.log``.
+- **Not applied**, and logged per Pod: without ``--image-fs``, ``runAsUser``/``fsGroup`` (processes
+  run as the agent's user); always, resource limits (no cgroups) and image pulls. ``kubectl logs``
+  does not work (no kubelet API); each container's output is in
+  ``<dir>/pods/<namespace>/<pod>/<container>.log``.
 
 Status is what happened: container states with exit codes, restart counts, ``restartPolicy``
 honoured (with the kubelet's doubling back-off), Ready from the readiness probe, liveness
@@ -57,6 +67,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import image_fs as image_filesystems
 import pod_runtime
 import yaml
 
@@ -216,9 +227,22 @@ class _Network:
 class NodeAgent:
     """The kubelet of one Node: registration, heartbeats, the Pods bound to it, cluster DNS."""
 
-    def __init__(self, api: Api, node: str, workdir: Path, labels: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        api: Api,
+        node: str,
+        workdir: Path,
+        labels: dict[str, str] | None = None,
+        *,
+        image_fs: bool = False,
+        shared_paths: list[Path] | None = None,
+    ) -> None:
         self.api, self.node, self.dir = api, node, workdir.resolve()
         self.labels = labels or {}
+        #: Containers run from their images' filesystems (buildah storage), or from this environment.
+        self.images = image_filesystems.ImageFilesystems(node) if image_fs else None
+        #: Host folders every container sees at the same path (what network storage is in a cluster).
+        self.shared_paths = [p.resolve() for p in shared_paths or []]
         self.net = _Network.pick()
         self.hosts_file = self.dir / "hosts"
         self.pods: dict[str, pod_runtime.PodRunner] = {}  # by uid
@@ -307,11 +331,18 @@ class NodeAgent:
         self.proxy = _Proxy((self.net.service_ip, 443), self.api.api_port())
         self.proxy.start()
         self.register()
-        self.log(
-            "containers run as local processes from the project's environment "
-            f"({sys.prefix}), not from the runtime image's filesystem (make images builds the image; "
-            "this agent has no image runtime yet)"
-        )
+        if self.images is not None:
+            shared = ", ".join(map(str, self.shared_paths)) or "none"
+            self.log(
+                "containers run from their images' filesystems (this machine's buildah storage, "
+                f"nothing pulled), as their images' or securityContext's user; shared folders: {shared}"
+            )
+        else:
+            self.log(
+                "containers run as local processes from the project's environment "
+                f"({sys.prefix}), not from an image's filesystem (--image-fs runs them from the images "
+                "make images built)"
+            )
         last_beat = time.monotonic()
         while not self.stopping.is_set():
             if self.failed.is_set():
@@ -405,6 +436,8 @@ class NodeAgent:
             runner.stop_containers(grace, report=False)
         if self.proxy:
             self.proxy.close()
+        if self.images is not None:
+            self.images.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,10 +446,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", required=True, help="the Node name to register")
     parser.add_argument("--dir", type=Path, required=True, help="working folder (Pod files, logs, hosts)")
     parser.add_argument("--label", action="append", default=[], help="extra Node label k=v (repeatable)")
+    parser.add_argument(
+        "--image-fs",
+        action="store_true",
+        help="run each container from its image's filesystem (buildah storage; make images), "
+        "not from this environment",
+    )
+    parser.add_argument(
+        "--shared-path",
+        action="append",
+        type=Path,
+        default=[],
+        help="with --image-fs: a host folder every container sees at the same path, e.g. the "
+        "checkpoints' (repeatable)",
+    )
     args = parser.parse_args(argv)
+    if args.shared_path and not args.image_fs:
+        parser.error("--shared-path needs --image-fs: without it every container already sees the whole host")
+    for path in args.shared_path:
+        if not path.is_dir():
+            parser.error(f"--shared-path {path}: not a folder")
     labels = dict(item.split("=", 1) for item in args.label)
     args.dir.mkdir(parents=True, exist_ok=True)
-    agent = NodeAgent(Api(args.kubeconfig, args.dir), args.node, args.dir, labels)
+    agent = NodeAgent(
+        Api(args.kubeconfig, args.dir), args.node, args.dir, labels,
+        image_fs=args.image_fs, shared_paths=args.shared_path,
+    )  # fmt: skip
     signal.signal(signal.SIGUSR1, lambda *_: agent.fail())
     signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: agent.stopping.set())

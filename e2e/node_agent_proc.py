@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import cluster
 
@@ -24,8 +25,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 class AgentProcess:
     """``python e2e/node_agent.py`` for one Node of ``kube``; log in ``log``."""
 
-    def __init__(self, kube: cluster.Cluster, node: str, workdir: pathlib.Path) -> None:
+    def __init__(
+        self, kube: cluster.Cluster, node: str, workdir: pathlib.Path, options: tuple[str, ...] = ()
+    ) -> None:
         self.kube, self.node, self.dir = kube, node, workdir
+        self.options = options  # more of node_agent.py's flags (--image-fs, --shared-path DIR)
         self.log = workdir / "agent.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -33,7 +37,7 @@ class AgentProcess:
         began = time.monotonic()
         argv = [
             sys.executable, str(HERE / "node_agent.py"), "--kubeconfig", str(self.kube.kubeconfig),
-            "--node", self.node, "--dir", str(self.dir),
+            "--node", self.node, "--dir", str(self.dir), *self.options,
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
@@ -71,6 +75,28 @@ class AgentProcess:
 
     def tail(self, lines: int = 60) -> str:
         return cluster._tail(self.log, lines)
+
+    @contextlib.contextmanager
+    def only_node(self) -> Iterator[AgentProcess]:
+        """The agent running while the KWOK nodes are cordoned, so new Pods can only land on it.
+
+        Cordoning (not a taint) keeps the apps' specs untouched. Afterwards the agent stops (its
+        processes with it), its Node and Lease are deleted and the KWOK nodes take Pods again.
+        """
+        kube = self.kube
+        for node in kube.nodes:
+            kube.kubectl("cordon", node)
+        try:
+            seconds = self.start()
+            sys.stderr.write(f"\nnode agent {self.node} Ready in {seconds:.1f}s (log: {self.log})\n")
+            yield self
+        finally:
+            self.stop()
+            kube.kubectl("delete", "node", self.node, "--ignore-not-found", "--wait=false")
+            # Its Lease is owned by the Node; gone now rather than when the garbage collector runs.
+            kube.kubectl("delete", "lease", self.node, "-n", "kube-node-lease", "--ignore-not-found")
+            for node in kube.nodes:
+                kube.kubectl("uncordon", node)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import image_fs
 
 if TYPE_CHECKING:
     from node_agent import NodeAgent
@@ -40,6 +43,21 @@ _MOUNT_SCRIPT = (
     'if [ -d "$1" ]; then mkdir -p "$2"; else mkdir -p "$(dirname "$2")"; [ -e "$2" ] || touch "$2"; fi; '
     'mount --bind "$1" "$2"; if [ "$3" = ro ]; then mount -o remount,bind,ro "$2"; fi; '
     'shift 3; n=$((n-1)); done; exec "$@"'
+)
+#: The same from an image: its root (read-only lower layer) under a fresh writable layer (overlay),
+#: /proc /sys /dev, the cluster's hosts file and the host's resolv.conf, the volumes at their
+#: mountPath inside it; then chroot as the container's user and exec in its working directory.
+_IMAGE_SCRIPT = (
+    "set -e; root=$1 upper=$2 work=$3 m=$4 hosts=$5 user=$6 groups=$7 wd=$8 n=$9; shift 9; "
+    'mount -t overlay overlay -o "lowerdir=$root,upperdir=$upper,workdir=$work" "$m"; '
+    'for d in proc sys dev; do mkdir -p "$m/$d"; mount --rbind "/$d" "$m/$d"; done; '
+    'mkdir -p "$m/etc"; touch "$m/etc/hosts" "$m/etc/resolv.conf"; '
+    'mount --bind "$hosts" "$m/etc/hosts"; mount --bind /etc/resolv.conf "$m/etc/resolv.conf"; '
+    'while [ "$n" -gt 0 ]; do t="$m$2"; '
+    'if [ -d "$1" ]; then mkdir -p "$t"; else mkdir -p "$(dirname "$t")"; [ -e "$t" ] || touch "$t"; fi; '
+    'mount --bind "$1" "$t"; if [ "$3" = ro ]; then mount -o remount,bind,ro "$t"; fi; '
+    'shift 3; n=$((n-1)); done; mkdir -p "$m$wd"; '
+    'exec chroot --userspec="$user" --groups="$groups" "$m" /usr/bin/env -C "$wd" "$@"'
 )
 _SUFFIX = {
     "m": 1e-3,
@@ -111,6 +129,8 @@ class Container:
         self.done = False  # terminated and not to be restarted
         self.probe_results: dict[str, list[bool]] = {"readiness": [], "liveness": []}
         self.probe_due: dict[str, float] = {}
+        self.image: image_fs.Image | None = None  # the image it runs from (--image-fs), if any
+        self.ids: tuple[int, int] = (os.getuid(), os.getgid())  # the user it runs as
 
     def status(self, image: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -170,6 +190,8 @@ class PodRunner(threading.Thread):
             self.kill_all()
         finally:
             self._clean_mount_points()
+            if all(c.process is None or c.process.poll() is not None for c in self.containers):
+                shutil.rmtree(self.dir / "layers", ignore_errors=True)  # writable layers go with the Pod
 
     def _run(self) -> None:
         self.started_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -200,26 +222,35 @@ class PodRunner(threading.Thread):
                 return
             time.sleep(0.25)
 
+    def _security(self, container: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Pod's securityContext with the container's on top (the kubelet's precedence)."""
+        spec = self.pod["spec"]
+        security = {**(spec.get("securityContext") or {})}
+        for c in [container] if container else spec["containers"]:
+            security.update(c.get("securityContext") or {})
+        return security
+
     def _announce(self) -> None:
         spec = self.pod["spec"]
         unapplied = []
-        security = {**(spec.get("securityContext") or {})}
-        for c in spec["containers"]:
-            security.update(c.get("securityContext") or {})
-        unapplied += [
-            f"securityContext.{key}"
-            for key in ("runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup")
-            if key in security
-        ]
+        if self.agent.images is None:
+            unapplied += [
+                f"securityContext.{key}"
+                for key in ("runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup")
+                if key in self._security()
+            ]
         if any((c.get("resources") or {}).get("limits") for c in spec["containers"]):
             unapplied.append("resource limits")
         if spec.get("initContainers"):
             unapplied.append("initContainers")
         images = ", ".join(sorted({c.get("image", "?") for c in spec["containers"]}))
-        self.log(
-            f"Pod IP {self.ip}; image {images} runs from the project's environment ({sys.prefix}), "
-            f"not from an image filesystem; not applied here: {', '.join(unapplied) or 'nothing'}"
+        where = (
+            "runs from its image's filesystem (buildah storage; a fresh writable layer per container start)"
+            if self.agent.images is not None
+            else f"runs from the project's environment ({sys.prefix}), not from an image filesystem"
         )
+        skipped = ", ".join(unapplied) or "nothing"
+        self.log(f"Pod IP {self.ip}; image {images} {where}; not applied here: {skipped}")
 
     # -- volumes -----------------------------------------------------------------------------
 
@@ -264,7 +295,22 @@ class PodRunner(threading.Thread):
                         break
                     time.sleep(1)
             out[volume["name"]] = folder
+            if self.agent.images is not None:
+                self._own(volume, folder)
         return out
+
+    def _own(self, volume: dict[str, Any], folder: Path) -> None:
+        """What the kubelet does to a volume for the container's user: an emptyDir is world-writable
+        (0777); with ``fsGroup`` every volume belongs to that group, group-writable (setgid dirs)."""
+        if "emptyDir" in volume:
+            folder.chmod(0o777)
+        group = self._security().get("fsGroup")
+        if group is None:
+            return
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, -1, int(group), follow_symlinks=False)
+            mode = path.stat().st_mode
+            path.chmod(mode | 0o060 | (0o2010 if path.is_dir() else 0))
 
     def _fill(self, volume: dict[str, Any], folder: Path) -> None:
         if "emptyDir" in volume:
@@ -394,44 +440,95 @@ class PodRunner(threading.Thread):
 
     # -- processes ---------------------------------------------------------------------------
 
-    def _argv(self, spec: dict[str, Any], env: dict[str, str]) -> list[str]:
+    def _argv(self, spec: dict[str, Any], env: dict[str, str], image: image_fs.Image | None) -> list[str]:
         command = [_expand(a, env) for a in spec.get("command") or []]
         args = [_expand(a, env) for a in spec.get("args") or []]
+        if image is not None:  # Kubernetes' rules: command replaces ENTRYPOINT (and CMD), args CMD
+            if not command:
+                command, args = image.entrypoint, args if "args" in spec else image.cmd
+            return [*command, *args]
         if not command:  # the image's ENTRYPOINT: the runtime image's is Spark's entrypoint
             command = [sys.executable, str(ENTRYPOINT)]
         return [*command, *args]
 
+    def _image_user(self, spec: dict[str, Any], image: image_fs.Image) -> tuple[int, int, int | None]:
+        """uid, gid and fsGroup as the kubelet picks them: securityContext over the image's USER."""
+        security = self._security(spec)
+        uid, gid = image.ids()
+        if "runAsUser" in security:
+            uid = int(security["runAsUser"])
+            gid = image.ids(str(uid))[1]
+        gid = int(security.get("runAsGroup", gid))
+        if security.get("runAsNonRoot") and uid == 0:
+            raise ConfigError(
+                f"container has runAsNonRoot and image will run as root (pod: {self.pod_name}, "
+                f"container: {spec['name']})"
+            )
+        group = security.get("fsGroup")
+        return uid, gid, None if group is None else int(group)
+
     def _start(self, container: Container, mounts: dict[str, Path]) -> None:
         spec = container.spec
+        image: image_fs.Image | None = None
         try:
-            env = {**IMAGE_ENV, **self.environment(spec)}
-        except (ConfigError, ValueError, urllib.error.URLError) as err:
+            if self.agent.images is not None:
+                image = self.agent.images.get(spec.get("image", ""))
+        except (image_fs.ImageMissing, subprocess.CalledProcessError) as err:
+            detail = err.stderr.strip() if isinstance(err, subprocess.CalledProcessError) else str(err)
+            container.state = {"waiting": {"reason": "ErrImageNeverPull", "message": detail}}
+            container.next_start = time.monotonic() + 10
+            return
+        try:
+            env = {**(image.env if image else IMAGE_ENV), **self.environment(spec)}
+            user = self._image_user(spec, image) if image else None
+        except (ConfigError, ValueError, urllib.error.URLError, image_fs.ImageMissing) as err:
             container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(err)}}
             container.next_start = time.monotonic() + 2
             return
-        env.setdefault("HOME", str(self.dir / "home"))
-        Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+        container.image = image
         # What the container's processes see of the network: their Pod IP and the cluster's names.
         env["SPARK_LOCAL_IP"] = self.ip
-        hosts = f"-Djdk.net.hosts.file={self.agent.hosts_file}"
+        hosts_path = "/etc/hosts" if image else str(self.agent.hosts_file)
+        hosts = f"-Djdk.net.hosts.file={hosts_path}"
         env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {hosts}".strip()
         binds: list[str] = []
         for mount in spec.get("volumeMounts") or []:
             source = mounts[mount["name"]] / mount.get("subPath", "")
-            self._mount_point(Path(mount["mountPath"]), source.is_dir())
+            if image is None:
+                self._mount_point(Path(mount["mountPath"]), source.is_dir())
             binds += [str(source), mount["mountPath"], "ro" if mount.get("readOnly") else "rw"]
-        argv = self._argv(spec, env)
-        wrapper = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _MOUNT_SCRIPT, "sh"]
+        argv = self._argv(spec, env, image)
         work = self.dir / "work"
         work.mkdir(exist_ok=True)
+        cwd: Path | None = Path(spec.get("workingDir") or work)
+        unshare = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"]
+        if image is None or user is None:
+            env.setdefault("HOME", str(self.dir / "home"))
+            Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+            launcher = [*unshare, _MOUNT_SCRIPT, "sh", str(len(binds) // 3), *binds]
+        else:
+            uid, gid, fs_group = user
+            container.ids = (uid, gid)
+            env.setdefault("HOME", image.home(uid))
+            for path in self.agent.shared_paths:  # storage every Pod sees at the same path
+                binds += [str(path), str(path), "rw"]
+            binds[1::3] = [image.inside(target) for target in binds[1::3]]
+            layer = self._fresh_layer(container)
+            groups = ",".join(map(str, dict.fromkeys([gid] if fs_group is None else [gid, fs_group])))
+            launcher = [
+                *unshare, _IMAGE_SCRIPT, "sh", str(image.root), str(layer / "upper"), str(layer / "work"),
+                str(layer / "root"), str(self.agent.hosts_file), f"{uid}:{gid}", groups,
+                image.inside(spec.get("workingDir") or image.workdir), str(len(binds) // 3), *binds,
+            ]  # fmt: skip
+            cwd = None
         log = self.dir / f"{container.name}.log"
         with log.open("ab") as out:
             out.write(f"--- node-agent: start #{container.restarts}: {argv}\n".encode())
             out.flush()
             container.process = subprocess.Popen(
-                [*wrapper, str(len(binds) // 3), *binds, *argv],
+                [*launcher, *argv],
                 env=env,
-                cwd=spec.get("workingDir") or work,
+                cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -444,7 +541,16 @@ class PodRunner(threading.Thread):
         container.probe_results = {"readiness": [], "liveness": []}
         container.probe_due = {}
         (self.dir / f"{container.name}.pid").write_text(str(container.process.pid))
-        self.log(f"container {container.name} started (pid {container.process.pid}, log {log})")
+        origin = f"from image {image.name} as uid {container.ids[0]}" if image else "from this environment"
+        self.log(f"container {container.name} started {origin} (pid {container.process.pid}, log {log})")
+
+    def _fresh_layer(self, container: Container) -> Path:
+        """An empty writable layer for this start of the container (as a new container gets)."""
+        layer = self.dir / "layers" / container.name
+        shutil.rmtree(layer, ignore_errors=True)
+        for part in ("upper", "work", "root"):
+            (layer / part).mkdir(parents=True)
+        return layer
 
     def _mount_point(self, target: Path, directory: bool) -> None:
         """Create a missing mount point on the host (empty); remembered to be removed at the end."""
@@ -560,7 +666,12 @@ class PodRunner(threading.Thread):
                 # Inside the container's mount namespace, with its environment.
                 pid = str(container.process.pid)
                 argv = ["nsenter", "--mount", "--target", pid, "--", *probe["exec"]["command"]]
-                env = {**IMAGE_ENV, **self.environment(container.spec)}
+                base = IMAGE_ENV
+                if container.image is not None:  # in its root and working directory, as its user
+                    uid, gid = container.ids
+                    argv[1:1] = ["--root", "--wd", f"--setuid={uid}", f"--setgid={gid}"]
+                    base = container.image.env
+                env = {**base, **self.environment(container.spec)}
                 return (
                     subprocess.run(
                         argv, env=env, timeout=timeout, capture_output=True, check=False

@@ -5,6 +5,8 @@ cached by its inputs: here it is a no-op unless the sources, pyproject.toml or i
 Then, inside the built runtime image (`buildah run`, chroot isolation, the image's own user):
 `streamapp --version`, and the driver Pod the operator renders for an app — its command, its
 environment, its mounted files — against the real broker, whose output is checked record by record.
+Last, a word count applied with kubectl whose driver and executors the node agent runs from the
+runtime image's filesystem (``--image-fs``), through the operator and Spark's Kubernetes backend.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import node_agent_proc
 import operator_proc
 import procfs
 import pytest
@@ -33,8 +36,17 @@ pytestmark = pytest.mark.timeout(1500)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILDAH = ["buildah", "--storage-driver", "vfs"]
+NS = operator_proc.APPS_NAMESPACE
 VERSION = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]  # type: ignore[index]
 LINES = ["the quick brown fox", "jumps over the lazy dog", "The Dog sleeps"]
+#: As e2e/test_apps_run.py sizes its apps for 2 cores: two 1-slot executors and a small driver.
+SIZING = {
+    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
+    "resources": {
+        "driver": {"cpu": "250m", "memory": "512m"},
+        "executor": {"cpu": "500m", "memory": "512m"},
+    },
+}
 
 
 def _build(kind: str, report: Callable[[str], None]) -> dict[str, Any]:
@@ -223,3 +235,105 @@ def _counts(bootstrap: str, topic: str) -> dict[str, int]:
         assert record.key is not None and record.value is not None
         latest[record.key.decode()] = int.from_bytes(record.value, "big", signed=True)
     return latest
+
+
+def _uid(pid: int) -> int:
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^Uid:\s+(\d+)", status, re.M)[1])  # type: ignore[index]
+
+
+def test_a_word_count_runs_from_the_runtime_image_on_a_node_agent(
+    images: dict[str, dict[str, Any]],
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    streamapp_report: Callable[[str], None],
+) -> None:
+    """The node agent with --image-fs: the driver and its executors run from the runtime image's
+    filesystem (chrooted, a fresh writable layer each, as uid 185), the checkpoint on a shared
+    folder; the counts are exact, and a driver killed with -9 resumes from that checkpoint."""
+    kube = streamapp_operator.kube
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # network storage the app's user may write
+    assert not pathlib.Path("/opt/streamapp").exists(), "the root check below needs a host without it"
+    workdir = tmp_path_factory.mktemp("agent-image")
+    options = ("--image-fs", "--shared-path", str(shared))
+    agent = node_agent_proc.AgentProcess(kube, "agent-image", workdir, options)
+    image = f"localhost/streamapp-runtime:{VERSION}"
+    source, sink = new_topic(2), new_topic(1)
+    doc = operator_proc.manifest(
+        "wc-image", source=source, sink=sink, bootstrap=kafka_bootstrap, image=image,
+        imagePullPolicy="Never", **SIZING,
+    )  # fmt: skip
+    doc["spec"]["checkpointLocation"] = str(shared / "checkpoint")
+    expected: collections.Counter[str] = collections.Counter()
+
+    def produce(lines: list[str]) -> None:
+        admin.produce(kafka_bootstrap, source, [admin.Record(None, line.encode()) for line in lines])
+        expected.update(w for line in lines for w in re.split(r"\W+", line.lower()) if w)
+
+    def wait(what: str, check: Callable[[], Any], timeout: float = 600) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := check():
+                return found
+            time.sleep(1)
+        driver = agent.container_log(NS, "wc-image-driver", "driver")
+        pytest.fail(f"{what} within {timeout:.0f}s\n--- driver log:\n{driver}\n--- agent:\n{agent.tail(40)}")
+
+    def ready_executors() -> dict[str, int]:
+        found = kube.kubectl(
+            "get", "pods", "-n", NS, "-l", "streamapp.io/app=wc-image,spark-role=executor", "-o", "json"
+        )
+        return {
+            p["metadata"]["name"]: agent.pid(NS, p["metadata"]["name"], "spark-kubernetes-executor")
+            for p in json.loads(found)["items"]
+            if not p["metadata"].get("deletionTimestamp")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []
+            )
+        }
+
+    with agent.only_node():
+        try:
+            began = time.monotonic()
+            operator_proc.apply(kube, doc)
+            produce(LINES)
+            wait("the word counts never appeared", lambda: _counts(kafka_bootstrap, sink) == expected)
+            first = time.monotonic() - began
+            executors = wait(
+                "two Ready executor Pods", lambda: len(ready_executors()) == 2 and ready_executors()
+            )
+            driver_pid = agent.pid(NS, "wc-image-driver", "driver")
+            for name, pid in {"driver": driver_pid, **executors}.items():
+                # Its root is the image's (the host has no /opt/streamapp), its user the image's.
+                assert pathlib.Path(f"/proc/{pid}/root/opt/streamapp/entrypoint.sh").exists(), name
+                assert _uid(pid) == desired.SPARK_UID, (name, _uid(pid))
+            # The image's own archive: /proc shows it under the container's root (the agent's
+            # per-start layer), where this namespace sees no overlay, hence no such file.
+            archives = procfs.class_data_archives(driver_pid)
+            root = f"{agent.dir}/pods/{NS}/wc-image-driver/layers/driver/root/opt/streamapp/"
+            assert archives and all(a.startswith(root) for a in archives), archives
+            assert "runs from its image's filesystem" in agent.tail(400)
+
+            # kill -9 of the driver: a new one, from the image too, resumes from the shared checkpoint.
+            killed = time.monotonic()
+            os.kill(driver_pid, signal.SIGKILL)
+            produce(["the image survives a kill"])
+            wait("no output after the driver was killed", lambda: _counts(kafka_bootstrap, sink) == expected)
+            resumed = time.monotonic() - killed
+            new_pid = agent.pid(NS, "wc-image-driver", "driver")
+            assert new_pid != driver_pid and _uid(new_pid) == desired.SPARK_UID
+        finally:  # while the node still runs: the operator's deletion stops the Pods cleanly
+            kube.kubectl(
+                "delete", "sapp", "wc-image", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
+            )
+    streamapp_report(
+        f"runtime image on the node agent (--image-fs): wc-image first output {first:.1f}s after kubectl "
+        f"apply; driver + 2 executors chrooted in {image} as uid {desired.SPARK_UID}, driver JVM from "
+        f"the image's {pathlib.Path(archives[0]).name}; kill -9 of the driver → output "
+        f"{resumed:.1f}s later, counts exact"
+    )
