@@ -563,12 +563,25 @@ class PodRunner(threading.Thread):
         self.created += [p for p in missing if p not in self.created]
 
     def _clean_mount_points(self) -> None:
-        """Remove the empty mount points this Pod created, unless another Pod here still uses one."""
-        others = {p for r in self.agent.pods.values() if r is not self and r.is_alive() for p in r.created}
+        """Remove the empty mount points this Pod created, unless another Pod here still mounts
+        something there: removing a mount point on the host unmounts it in every mount namespace
+        (Linux since 3.18), so a rolling hand-over's new driver would lose its token and CA. A
+        point still in use passes to a Pod that uses it, which removes it in its turn."""
+        users = [r for r in self.agent.pods.values() if r is not self and r.is_alive()]
         for path in sorted(self.created, key=lambda p: len(p.parts), reverse=True):
-            if path not in others:
-                with contextlib.suppress(OSError):
-                    path.rmdir() if path.is_dir() else path.unlink()
+            user = next((r for r in users if path in r.mount_points()), None)
+            if user is not None:
+                user.created.append(path)
+                continue
+            with contextlib.suppress(OSError):
+                path.rmdir() if path.is_dir() else path.unlink()
+
+    def mount_points(self) -> set[Path]:
+        """The host paths this Pod's containers mount on, and their parents."""
+        targets = [
+            Path(m["mountPath"]) for c in self.pod["spec"]["containers"] for m in c.get("volumeMounts") or []
+        ]
+        return {p for target in targets for p in [target, *target.parents]}
 
     def _tend(self, container: Container, mounts: dict[str, Path]) -> None:
         if container.done:

@@ -103,15 +103,17 @@ class InCluster:
         return cls(f"https://{host}:{port}", folder / "token", ca if ca.exists() else None)
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
-        """(HTTP status, decoded JSON body); connection problems raise :class:`LeaseError`."""
-        context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+        """(HTTP status, decoded JSON body); connection problems, and a token or CA file that cannot
+        be read (a volume being remounted), raise :class:`LeaseError`."""
+        try:
+            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+            # Read each time: a projected token is rotated by the kubelet.
+            token = self.token_file.read_text().strip()
+        except OSError as err:
+            raise LeaseError(f"service-account credentials for {self.server}: {err}") from err
         host, _, port = self.server.removeprefix("https://").rpartition(":")
         conn = _Connection(host.strip("[]"), int(port), context=context, timeout=5)
-        headers = {
-            # Read each time: a projected token is rotated by the kubelet.
-            "Authorization": "Bearer " + self.token_file.read_text().strip(),
-            "Accept": "application/json",
-        }
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         data = None
         if body is not None:
             data = json.dumps(body).encode()

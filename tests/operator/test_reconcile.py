@@ -280,6 +280,10 @@ def test_cleanup_deletes_only_what_the_app_owns(
     run(spec)
     fake_cluster.objects[("ServiceAccount", "apps", "shared")] = {"metadata": {"name": "shared"}}
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is False  # the driver is still stopping
+    # What the stopping driver still uses stays until it is gone: its Role (Spark deletes its
+    # executors and Services on stop), its ServiceAccount, its Lease (released at the stop).
+    kinds = {kind for kind, _, _ in fake_cluster.objects}
+    assert {"Role", "RoleBinding", "ServiceAccount", "ConfigMap"} <= kinds, kinds
     fake_cluster.finish_terminating()
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is True
     assert list(fake_cluster.objects) == [("ServiceAccount", "apps", "shared")]
