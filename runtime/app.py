@@ -284,17 +284,22 @@ class StreamApp:
 
     # -- life cycle -------------------------------------------------------------------------------
 
-    def start(self, before_query: Callable[[], None] | None = None) -> None:
+    def start(
+        self, before_query: Callable[[], None] | None = None, warm_up: Callable[[], bool] | None = None
+    ) -> None:
         """Start Spark and the query, and return (the query runs until :meth:`stop`).
 
         ``before_query`` is called once Spark is up and the plan compiled, just before the query
-        starts: a driver in standby waits there for its fence (see :mod:`.lease`)."""
+        starts: a driver in standby waits there for its fence (see :mod:`.lease`). ``warm_up()``,
+        asked once Spark is up, true: the plan first runs once over the last input records into
+        a discarding sink, so that the query's first micro-batch finds everything warm (a
+        hand-over's new driver, while the running one still holds the fence)."""
         with self._lock:
             if self._state is not State.CREATED:
                 raise errors.StreamAppError(f"{self.application_id}: start() in state {self._state.name}")
             self._state = State.STARTING
         try:
-            self._start(before_query)
+            self._start(before_query, warm_up)
         except BaseException:
             if self._execution is not None and self._monitor is None:  # failed after the query started
                 with contextlib.suppress(Exception):
@@ -305,7 +310,9 @@ class StreamApp:
             self._terminated.set()
             raise
 
-    def _start(self, before_query: Callable[[], None] | None = None) -> None:
+    def _start(
+        self, before_query: Callable[[], None] | None = None, warm_up: Callable[[], bool] | None = None
+    ) -> None:
         from streamapp.runtime.kafka import admin, security  # noqa: PLC0415
         from streamapp.runtime.spark import execution  # noqa: PLC0415 - pyspark: only when an app starts
 
@@ -357,6 +364,7 @@ class StreamApp:
             input_partitions=inputs,
             listeners=self._listeners,
             before_query=before_query,
+            warm_up=warm_up,
         )
         self._progress = Progress(counted=bool(self._execution.observed) or not self.topology.source_topics())
         reporter = self._reporter(credentials)

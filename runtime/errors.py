@@ -15,9 +15,17 @@ small tree (:mod:`streamapp.runtime.embedded.errors`).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
-__all__ = ["KafkaCredentialsError", "ManifestError", "Problem", "StreamAppError", "TopologyError"]
+__all__ = [
+    "KafkaCredentialsError",
+    "ManifestError",
+    "Problem",
+    "StreamAppError",
+    "TopologyError",
+    "one_line",
+]
 
 
 class StreamAppError(Exception):
@@ -53,3 +61,31 @@ class TopologyError(StreamAppError):
     def __init__(self, message: str, *, problems: Sequence[Problem] = ()) -> None:
         self.problems = list(problems)
         super().__init__(message)
+
+
+def one_line(exc: BaseException | None) -> str:
+    """The line of a (Spark) error that says what went wrong: the innermost cause's message."""
+    if exc is None:
+        return "unknown error"
+    text = str(getattr(exc, "desc", None) or exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # A Python function's error (a UDF, the sink) arrives as a traceback inside Spark's message:
+    # its own line, `ValueError: …`, is unqualified; Java's and py4j's wrappers are qualified.
+    # raise_error() in the plan (a record a serde cannot read, under deserializationErrors: fail)
+    # says all in its own message, however deep the wrappers (py4j's proxy, a sink's traceback).
+    raised = [m.group(1) for ln in lines if (m := _RAISED.search(ln))]
+    python = [ln for ln in lines if _PYTHON_ERROR.match(ln)]
+    causes = [ln for ln in lines if ln.startswith("Caused by:")]
+    if raised:
+        chosen = raised[-1]
+    elif python:
+        chosen = python[-1]
+    elif causes:
+        chosen = causes[-1][len("Caused by:") :].strip()
+    else:
+        chosen = lines[0] if lines else type(exc).__name__
+    return chosen[:500]
+
+
+_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE: \w+)?$")
+_PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")

@@ -226,6 +226,22 @@ class Lease:
                 )
             time.sleep(poll)
 
+    def other_holder(self) -> str | None:
+        """Who else holds the Lease and renewed it recently (a running driver), or None (nobody,
+        this driver, an expired holder, or the API server not answering)."""
+        try:
+            code, lease = self.api.request("GET", self._path)
+        except LeaseError:
+            return None
+        if code != 200:
+            return None
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        duration = int(spec.get("leaseDurationSeconds") or self.duration)
+        if not holder or holder == self.identity or _age(spec.get("renewTime")) > duration + SKEW:
+            return None
+        return str(holder)
+
     def _create(self) -> bool:
         body = {
             "apiVersion": "coordination.k8s.io/v1",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import re
 import signal
 import sys
 import time
@@ -190,8 +189,10 @@ def _execute(app: Any, lease: Any = None) -> int:
         """Standby: Spark is up and the plan compiled; the query starts once the Lease is ours."""
         from streamapp.runtime.spark import stopping  # noqa: PLC0415
 
+        now = time.monotonic()
+        warmed = f", warmed up in {now - warming[0]:.1f} s" if warming else ""
         print(
-            f"{name}: standby after {time.monotonic() - began:.1f} s (Spark up, plan compiled); acquiring "
+            f"{name}: standby after {now - began:.1f} s (Spark up, plan compiled{warmed}); acquiring "
             f"Lease {lease.namespace}/{lease.name} as {lease.identity} …",
             flush=True,
         )
@@ -200,9 +201,23 @@ def _execute(app: Any, lease: Any = None) -> int:
         stopping.set_fence(lease.check)
         lease.start_renewing(on_lost)
 
+    warming: list[float] = []  # when the warm-up began
+
+    def warm_up() -> bool:
+        """A running driver holds the Lease (a rolling hand-over): warm up while it works."""
+        holder = lease.other_holder()
+        if holder is not None:
+            warming.append(time.monotonic())
+            print(
+                f"{name}: {holder} runs the query: warming up first (the plan once over the last "
+                "input record of each partition, into Spark's noop sink) …",
+                flush=True,
+            )
+        return holder is not None
+
     try:
         try:
-            app.start(fence if lease is not None else None)
+            app.start(fence if lease is not None else None, warm_up if lease is not None else None)
         except Exception as exc:
             from streamapp.runtime import lease as lease_  # noqa: PLC0415
 
@@ -254,32 +269,7 @@ class QueryFailed(errors.StreamAppError):
         super().__init__(f"{name}: the query failed: {one_line(cause)}")
 
 
-def one_line(exc: BaseException | None) -> str:
-    """The line of a (Spark) error that says what went wrong: the innermost cause's message."""
-    if exc is None:
-        return "unknown error"
-    text = str(getattr(exc, "desc", None) or exc)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # A Python function's error (a UDF, the sink) arrives as a traceback inside Spark's message:
-    # its own line, `ValueError: …`, is unqualified; Java's and py4j's wrappers are qualified.
-    # raise_error() in the plan (a record a serde cannot read, under deserializationErrors: fail)
-    # says all in its own message, however deep the wrappers (py4j's proxy, a sink's traceback).
-    raised = [m.group(1) for ln in lines if (m := _RAISED.search(ln))]
-    python = [ln for ln in lines if _PYTHON_ERROR.match(ln)]
-    causes = [ln for ln in lines if ln.startswith("Caused by:")]
-    if raised:
-        chosen = raised[-1]
-    elif python:
-        chosen = python[-1]
-    elif causes:
-        chosen = causes[-1][len("Caused by:") :].strip()
-    else:
-        chosen = lines[0] if lines else type(exc).__name__
-    return chosen[:500]
-
-
-_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE: \w+)?$")
-_PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")
+one_line = errors.one_line
 
 
 def _late_reporter(name: str) -> Any:

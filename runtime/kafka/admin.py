@@ -189,6 +189,32 @@ def partition_counts(
     }
 
 
+def end_offsets(
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    timeout: float = 10.0,
+    client_config: Mapping[str, str] | None = None,
+) -> dict[str, dict[int, int]]:
+    """The next offset to be written per partition of each existing topic (its high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    reports = _Reports(bootstrap)
+    meta = _list_topics(bootstrap, client_config, timeout)
+    consumer = Consumer({**_config(bootstrap, client_config, reports), "group.id": "streamapp-offsets"})
+    try:
+        return {
+            name: {
+                p: consumer.get_watermark_offsets(TopicPartition(name, p), timeout=timeout)[1]
+                for p in meta.topics[name].partitions
+            }
+            for name in topics
+            if name in meta.topics and meta.topics[name].error is None
+        }
+    finally:
+        consumer.close()
+
+
 def produce(
     bootstrap: str,
     topic: str,

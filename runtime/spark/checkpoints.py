@@ -60,6 +60,16 @@ def _write_record(spark: SparkSession, checkpoint: str, record: dict[str, Any]) 
         out.close()
 
 
+def delete(spark: SparkSession, location: str) -> None:
+    """Remove a folder under a checkpoint, wherever it is (Hadoop's file systems); none is fine."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if fs.exists(path):
+        fs.delete(path, True)
+
+
 def _has_spark_state(spark: SparkSession, checkpoint: str) -> bool:
     jvm = spark.sparkContext._jvm
     assert jvm is not None

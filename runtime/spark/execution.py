@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from streamapp.runtime import errors
 from streamapp.runtime.kafka import security
 from streamapp.runtime.spark import (
     checkpoints,
@@ -39,6 +42,8 @@ from streamapp.runtime.spark import (
 )
 from streamapp.runtime.spark.stateful import frontier
 from streamapp.runtime.topology import nodes
+
+_log = logging.getLogger("streamapp.execution")
 
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
@@ -194,6 +199,7 @@ def start(
     listeners: Sequence[Any] = (),
     count: bool = True,
     before_query: Callable[[], None] | None = None,
+    warm_up: Callable[[], bool] | None = None,
 ) -> Execution:
     """Build (or reuse) the session, fix the state partitions, compile and start the query.
 
@@ -201,7 +207,9 @@ def start(
     ``startingTimestamp``); Spark applies them only when the checkpoint is new. ``trigger``
     overrides the topology's (``available-now``: drain the input there is, then stop).
     ``commit_interval_ms`` spaces the micro-batches of the micro-batch trigger (Spark's
-    processing-time interval); None runs them back to back.
+    processing-time interval); None runs them back to back. ``warm_up()`` true (asked once the
+    session is up): the plan runs once over the last input records first (:func:`_warm_up`), so
+    that the query's first micro-batch finds the JVMs warm — a standby driver's hand-over.
     """
     owns = spark is None and SparkContext._active_spark_context is None
     if spark is None:
@@ -264,6 +272,11 @@ def start(
                 reads += 1
             return frame
 
+        if warm_up is not None and warm_up():
+            _warm_up(
+                spark, topology, bootstrap=bootstrap, checkpoint=checkpoint, credentials=credentials,
+                options=start_options,
+            )  # fmt: skip
         merge_frontier = frontier.Frontier.of(
             checkpoint, {"bootstrap.servers": bootstrap, **credentials.librdkafka()}
         )
@@ -324,3 +337,76 @@ def start(
         listeners=list(listeners),
         metrics=instrumented,
     )
+
+
+#: How long a warm-up run may take before the query starts without it.
+WARM_UP_TIMEOUT_S = 120
+
+
+class WarmUpFailed(errors.StreamAppError):
+    """The plan failed on the last input records: this revision would fail on them too."""
+
+
+def _warm_up(
+    spark: SparkSession,
+    topology: Topology,
+    *,
+    bootstrap: str,
+    checkpoint: str,
+    credentials: security.Credentials,
+    options: Mapping[str, str],
+) -> float:
+    """Run the compiled plan once over the last record of each input partition into Spark's
+    ``noop`` sink (nothing is written to Kafka), on a throw-away checkpoint inside the app's
+    (``warm-up/``, on storage the executors share; removed after): JVM classes, generated code,
+    Kafka consumers, state stores and Python workers are then warm on the driver and on the
+    executors, and the query's first micro-batch costs what a later one does. User functions
+    see those records once more, as after a failover. A failure of the plan raises
+    :class:`WarmUpFailed` (the revision would fail on these records); a timeout only warns."""
+    import time  # noqa: PLC0415
+    import uuid  # noqa: PLC0415
+
+    from streamapp.runtime.kafka import admin  # noqa: PLC0415
+
+    began = time.monotonic()
+    ends = admin.end_offsets(bootstrap, topology.source_topics(), client_config=credentials.librdkafka())
+    root = f"{checkpoint.rstrip('/')}/warm-up"
+    folder = f"{root}/{uuid.uuid4().hex[:8]}"
+    checkpoints.delete(spark, root)  # what a driver stopped during its warm-up left
+
+    def read(topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None) -> DataFrame:
+        starting = {t: {str(p): max(0, end - 1) for p, end in ends.get(t, {}).items()} for t in topics}
+        return kafka_io.read_stream(
+            spark,
+            bootstrap=bootstrap,
+            topics=topics,
+            starting_offsets=json.dumps(starting),
+            options={k: v for k, v in options.items() if k not in ("startingOffsets", "startingTimestamp")},
+            client_config=credentials.java(),
+        )
+
+    try:
+        compiled = compiler.compile_topology(
+            topology,
+            read=read,
+            merge_frontier=frontier.Frontier.of(
+                folder, {"bootstrap.servers": bootstrap, **credentials.librdkafka()}
+            ),
+        )
+        query = (
+            compiled.plan.writeStream.format("noop")
+            .outputMode(compiled.output_mode)
+            .option("checkpointLocation", folder)
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            if not query.awaitTermination(WARM_UP_TIMEOUT_S):
+                _log.warning("warm-up: not done in %d s; the query starts without it", WARM_UP_TIMEOUT_S)
+        except Exception as exc:  # Spark's StreamingQueryException, via py4j
+            raise WarmUpFailed(f"the plan failed on the last input records: {errors.one_line(exc)}") from exc
+        finally:
+            query.stop()
+    finally:
+        checkpoints.delete(spark, root)
+    return time.monotonic() - began

@@ -40,3 +40,10 @@ def add_one(key: str, value: str, aggregate: int) -> int:
 
 def add_ten(key: str, value: str, aggregate: int) -> int:
     return aggregate + 10
+
+
+def refuse_boom(values: pd.Series) -> pd.Series:
+    """A revision's bug: it fails on the value ``boom``."""
+    if (values == "boom").any():
+        raise ValueError("refuse_boom: 'boom' is not accepted")
+    return values.str.upper()

@@ -1,0 +1,78 @@
+"""The warm-up a hand-over's new driver runs in standby, on the real broker: the plan once over
+the last record of each input partition into Spark's noop sink. It writes nothing, leaves nothing
+in the checkpoint, the query then resumes where the checkpoint says, and a revision whose plan
+fails on those records is refused before it could take over."""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+import re
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from streamapp.runtime import Function, Serdes, StreamApp, StreamsBuilder, StreamsConfig, manifest
+from streamapp.runtime.app import State
+from streamapp.runtime.kafka import admin
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+WORDCOUNT = pathlib.Path(__file__).parents[1] / "manifest" / "valid" / "wordcount.yaml"
+
+
+def _drain(spark: SparkSession, topology: object, bootstrap: str, checkpoint: pathlib.Path,
+           warm: bool) -> StreamApp:  # fmt: skip
+    config = StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True)
+    app = StreamApp(topology, config, spark=spark)  # type: ignore[arg-type]
+    app.start(warm_up=(lambda: True) if warm else None)
+    assert app.await_termination(300)
+    assert app.state is State.NOT_RUNNING, app.error
+    return app
+
+
+def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    source, sink = new_topic(2), new_topic(1)
+    topology = manifest.build_topology(manifest.load_manifest(WORDCOUNT))
+    topology = topology.rename_topics(
+        {t: source for t in topology.source_topics()} | {t: sink for t in topology.sink_topics()}
+    )
+    first, second = ["the quick fox", "the lazy dog", "a fox"], ["the end"]
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in first])
+    _drain(spark, topology, kafka_bootstrap, tmp_path, warm=False)
+    before = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in second])
+    app = _drain(spark, topology, kafka_bootstrap, tmp_path, warm=True)
+    after = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
+    # The warm-up ran the plan over the last record of each partition again and wrote nothing:
+    # the output grew by the new line's two updates only, and the counts are exact.
+    assert len(after) - len(before) == 2, [(r.key, r.value) for r in after[len(before) :]]
+    latest = {(r.key or b"").decode(): int.from_bytes(r.value or b"", "big") for r in after}
+    words = collections.Counter(w for line in first + second for w in re.split(r"\W+", line) if w)
+    assert latest == dict(words)
+    assert app.progress.records_read == {source: 1}  # the query itself read only the new line
+    assert not (tmp_path / "warm-up").exists()
+
+
+def test_a_revision_that_fails_on_the_last_records_is_refused_by_its_warm_up(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    from streamapp.runtime.spark import execution
+
+    source, sink = new_topic(1), new_topic(1)
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in ["fine", "boom"]])
+    builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    builder.stream(source).map_values(Function("udfs:refuse_boom"), returns="string").to(sink)
+    config = StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path))
+    app = StreamApp(builder.build(), config, spark=spark)
+    with pytest.raises(execution.WarmUpFailed, match="refuse_boom: 'boom' is not accepted"):
+        app.start(warm_up=lambda: True)
+    assert admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=30) == []
+    assert not (tmp_path / "offsets").exists()  # the query never started
