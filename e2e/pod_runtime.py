@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 ENTRYPOINT = HERE / "spark_entrypoint.py"
+#: Where a container writes its termination message unless its spec says otherwise.
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 #: Back-off before restarting a crashed container: the kubelet's 10 s doubling to 5 min.
 BACKOFF_BASE, BACKOFF_MAX = 10.0, 300.0
 #: Bind-mount each (source, target, rw|ro) triple, then exec the command: the container's view.
@@ -45,12 +47,20 @@ _MOUNT_SCRIPT = (
     'shift 3; n=$((n-1)); done; exec "$@"'
 )
 #: The same from an image: its root (read-only lower layer) under a fresh writable layer (overlay),
-#: /proc /sys /dev, the cluster's hosts file and the host's resolv.conf, the volumes at their
-#: mountPath inside it; then chroot as the container's user and exec in its working directory.
+#: /proc and /sys, a /dev of its own, the cluster's hosts file and the host's resolv.conf, the
+#: volumes at their mountPath inside it; then chroot as the container's user and exec in its
+#: working directory.
 _IMAGE_SCRIPT = (
     "set -e; root=$1 upper=$2 work=$3 m=$4 hosts=$5 user=$6 groups=$7 wd=$8 n=$9; shift 9; "
     'mount -t overlay overlay -o "lowerdir=$root,upperdir=$upper,workdir=$work" "$m"; '
-    'for d in proc sys dev; do mkdir -p "$m/$d"; mount --rbind "/$d" "$m/$d"; done; '
+    'for d in proc sys; do mkdir -p "$m/$d"; mount --rbind "/$d" "$m/$d"; done; '
+    # /dev as a container runtime makes it: a tmpfs of its own with the usual devices bound in.
+    'mkdir -p "$m/dev"; mount -t tmpfs -o nosuid,mode=755 tmpfs "$m/dev"; '
+    "for d in null zero full random urandom tty; do "
+    'touch "$m/dev/$d"; mount --bind "/dev/$d" "$m/dev/$d"; done; '
+    'mkdir -p "$m/dev/shm" "$m/dev/pts"; mount -t tmpfs -o nosuid,nodev,mode=1777 shm "$m/dev/shm"; '
+    'ln -s /proc/self/fd "$m/dev/fd"; ln -s /proc/self/fd/0 "$m/dev/stdin"; '
+    'ln -s /proc/self/fd/1 "$m/dev/stdout"; ln -s /proc/self/fd/2 "$m/dev/stderr"; '
     'mkdir -p "$m/etc"; touch "$m/etc/hosts" "$m/etc/resolv.conf"; '
     'mount --bind "$hosts" "$m/etc/hosts"; mount --bind /etc/resolv.conf "$m/etc/resolv.conf"; '
     'while [ "$n" -gt 0 ]; do t="$m$2"; '
@@ -497,6 +507,14 @@ class PodRunner(threading.Thread):
             if image is None:
                 self._mount_point(Path(mount["mountPath"]), source.is_dir())
             binds += [str(source), mount["mountPath"], "ro" if mount.get("readOnly") else "rw"]
+        # The termination-message file, empty at each start, writable by the container's user.
+        message = self._termination_file(container)
+        message.write_bytes(b"")
+        message.chmod(0o666)
+        target = spec.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH
+        if image is None:
+            self._mount_point(Path(target), False)
+        binds += [str(message), target, "rw"]
         argv = self._argv(spec, env, image)
         work = self.dir / "work"
         work.mkdir(exist_ok=True)
@@ -543,6 +561,22 @@ class PodRunner(threading.Thread):
         (self.dir / f"{container.name}.pid").write_text(str(container.process.pid))
         origin = f"from image {image.name} as uid {container.ids[0]}" if image else "from this environment"
         self.log(f"container {container.name} started {origin} (pid {container.process.pid}, log {log})")
+
+    def _termination_file(self, container: Container) -> Path:
+        return self.dir / f"{container.name}.termination-log"
+
+    def _termination_message(self, container: Container, code: int) -> str:
+        """What the container wrote to its terminationMessagePath; with FallbackToLogsOnError and
+        nothing written, the end of its log when it failed (the kubelet's 80 lines, 2048 bytes)."""
+        with contextlib.suppress(OSError):
+            written = self._termination_file(container).read_bytes()[:4096].decode(errors="replace").strip()
+            if written:
+                return written
+        if code != 0 and container.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            with contextlib.suppress(OSError):
+                lines = (self.dir / f"{container.name}.log").read_bytes().splitlines()[-80:]
+                return b"\n".join(lines)[-2048:].decode(errors="replace").strip()
+        return ""
 
     def _fresh_layer(self, container: Container) -> Path:
         """An empty writable layer for this start of the container (as a new container gets)."""
@@ -608,6 +642,7 @@ class PodRunner(threading.Thread):
         _kill_group(proc.pid, signal.SIGKILL)  # the container's other processes go with it
         finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         message = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else ""
+        message = " ".join(part for part in (message, self._termination_message(container, code)) if part)
         terminated = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",

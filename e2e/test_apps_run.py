@@ -575,3 +575,33 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
         f"at a batch boundary); longest output gap {gap:.1f} s ({at - upgraded:.1f} s after the apply); "
         f"{len(sent)} lines, 0 lost, 0 duplicated"
     )
+
+    # A broken revision: a function that fails at runtime on every record (operator.neg handed a
+    # column). Its driver fails its warm-up in standby, so the running one is never stopped; the
+    # operator gives the upgrade up and says why, with the driver's own error line.
+    broken = json.loads(json.dumps(doc))
+    broken["spec"]["topology"]["streams"][0]["steps"].insert(
+        2, {"mapValues": {"function": "operator:neg", "returns": "string"}}
+    )
+    tried = time.monotonic()
+    apply(kube, broken)
+
+    def rolled_back() -> dict[str, Any] | None:
+        status = app.status()
+        degraded = operator_proc.condition(status, "Degraded")
+        return status if degraded.get("reason") == "RollbackUpgrade" else None
+
+    status = app.eventually("the broken revision was never given up", rolled_back)
+    given_up = time.monotonic() - tried
+    message = operator_proc.condition(status, "Degraded")["message"]
+    assert "the plan failed on the last input records" in message and "TypeError" in message, message
+    assert status["currentRevision"] == after["currentRevision"], status
+    admin.produce(kafka_bootstrap, source, [admin.Record(None, b"survivor")])
+    app.eventually(
+        "the running revision stopped processing",
+        lambda: any(r.key == b"survivor" for r in admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=30)),
+    )
+    streamapp_report(
+        f"rolling upgrade to a broken revision (operator:neg as mapValues): given up {given_up:.1f} s "
+        f"after the apply, revision {after['currentRevision']} kept running; Degraded: {message}"
+    )

@@ -323,6 +323,9 @@ def _driver(
         "resources": _resources(plan.resources.driver),
         "volumeMounts": [{"name": "app", "mountPath": CONFIG_DIR, "readOnly": True}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # The driver writes its one-line error there; a crash that cannot leaves its log's end.
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pull = plan.image_pull_policy or options.image_pull_policy
     if pull:

@@ -500,7 +500,15 @@ def _roll(
     failed: str | None = None
     if previous.get("failedRevision") == wanted.revision:
         error = None
-        failed = (
+        said = next(
+            (
+                c.get("message")
+                for c in previous.get("conditions") or []
+                if c.get("type") == "Degraded" and c.get("reason") == "RollbackUpgrade"
+            ),
+            None,
+        )  # why it was given up stays in the status until the spec changes
+        failed = said or (
             f"rolling upgrade to revision {wanted.revision} was given up; revision {old.revision} "
             "keeps running"
         )

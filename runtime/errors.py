@@ -1,6 +1,7 @@
 """The runtime's errors, one tree, so callers catch what they can act on.
 
     StreamAppError
+    ├── RunFailed         the app ran and failed: its query, or its plan on the input (exit 1)
     ├── KafkaCredentialsError  the Secret material spec.kafka.tls/sasl names is missing or unusable;
     │                          says which field, Secret and key, and where it was looked for
     ├── ManifestError     a manifest is invalid; ``problems`` lists every Problem found
@@ -30,6 +31,10 @@ __all__ = [
 
 class StreamAppError(Exception):
     """Root of the runtime's errors."""
+
+
+class RunFailed(StreamAppError):
+    """The app ran and failed (its query, or its plan on the input), as opposed to bad input."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ milliseconds without starting (or even importing) Spark.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import os
 import pathlib
@@ -195,16 +196,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             cause = getattr(exc, "cause", None)
             if cause is not None:
                 print(f"caused by: {cause}", file=sys.stderr)
-        print(f"streamapp {args.command}: {_explain(exc)}", file=sys.stderr)
+        line = f"streamapp {args.command}: {_explain(exc)}"
+        print(line, file=sys.stderr)
+        if args.command == "driver":
+            _termination_message(line)
         return _exit_code(exc)
+
+
+#: Where Kubernetes reads a container's termination message (the Pod's default
+#: terminationMessagePath): the operator shows it in the app's status when the driver fails.
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def _termination_message(line: str) -> None:
+    path = pathlib.Path(TERMINATION_LOG)
+    if path.is_file():  # in a Pod; never created elsewhere
+        with contextlib.suppress(OSError):
+            path.write_text(line[:4096])
 
 
 def _exit_code(exc: BaseException) -> int:
     """2: the input or configuration is wrong (nothing ran); 1: running failed."""
     from streamapp.runtime import errors  # noqa: PLC0415
-    from streamapp.runtime.cli import apps  # noqa: PLC0415
 
-    if isinstance(exc, errors.StreamAppError) and not isinstance(exc, apps.QueryFailed):
+    if isinstance(exc, errors.StreamAppError) and not isinstance(exc, errors.RunFailed):
         return 2
     return 1
 

@@ -261,7 +261,7 @@ def _execute(app: Any, lease: Any = None) -> int:
     return 0
 
 
-class QueryFailed(errors.StreamAppError):
+class QueryFailed(errors.RunFailed):
     """The app's streaming query failed; the message is the cause's first line."""
 
     def __init__(self, name: str, cause: BaseException | None) -> None:

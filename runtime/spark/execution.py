@@ -343,7 +343,7 @@ def start(
 WARM_UP_TIMEOUT_S = 120
 
 
-class WarmUpFailed(errors.StreamAppError):
+class WarmUpFailed(errors.RunFailed):
     """The plan failed on the last input records: this revision would fail on them too."""
 
 

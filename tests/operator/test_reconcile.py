@@ -485,6 +485,11 @@ def test_a_rolling_upgrade_whose_driver_fails_is_given_up_and_the_old_one_kept(
     assert ("Pod", "apps", f"{DRIVER}-b") not in fake_cluster.objects
     assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]
     assert _condition(again, "Degraded") == ("True", "RollbackUpgrade")
+
+    def why(outcome: Any) -> str:
+        return str(next(c["message"] for c in outcome.status["conditions"] if c["type"] == "Degraded"))
+
+    assert why(again) == why(given_up) and "given up" in why(again)  # the reason stays in the status
     spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'y'"  # fixed: tried again
     assert [e.reason for e in run(spec).events] == ["RollingUpgrade"]
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is False
