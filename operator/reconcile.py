@@ -417,11 +417,6 @@ def _reconcile(
     return Outcome(new, events, error)
 
 
-#: How long a rolling upgrade's new driver may take to reach standby (Spark up, plan compiled)
-#: before the upgrade is given up and the running revision kept.
-ROLLOUT_DEADLINE_S = 300.0
-
-
 def _driver_pods(cluster: cluster_.Cluster, ref: desired.AppRef) -> dict[int, dict[str, Any]]:
     """The app's driver Pods by slot (two only during a rolling hand-over)."""
     found = {}
@@ -470,8 +465,8 @@ def _roll(
     other slot; once it waits in standby (Spark up, plan compiled — it says so on the app's Lease)
     the running driver is stopped (SIGTERM: it stops at a micro-batch boundary and releases the
     Lease) and the new one starts its query from the same checkpoint. A new driver that fails, or
-    does not reach standby within :data:`ROLLOUT_DEADLINE_S`, is deleted and the running one kept
-    (``failedRevision``) until the spec changes. None: nothing to hand over (no driver running,
+    does not reach standby within ``spec.deployment.progressDeadline`` (5 minutes), is deleted
+    and the running one kept (``failedRevision``) until the spec changes. None: nothing to hand over (no driver running,
     or the wanted revision already runs alone) — the caller's usual path applies."""
     old_slot = next(
         (
@@ -494,6 +489,7 @@ def _roll(
         return None  # the hand-over's last step: the usual path waits for it to go
     if old.phase != "Running" or not old.ready:
         return None  # nothing serving to keep up: recreate
+    deadline = (app.spec.deployment or deployment.Deployment()).progress_deadline_s()
     error: errors.OperatorError | None = errors.DriverStopping(
         f"rolling upgrade to revision {wanted.revision}", delay=2
     )
@@ -527,11 +523,12 @@ def _roll(
                 "micro-batch boundary once it waits in standby",
             )
         )
-    elif new.phase in status.ENDED or _age_s(new_pod, now) > ROLLOUT_DEADLINE_S:
+    elif new.phase in status.ENDED or _age_s(new_pod, now) > deadline:
         why = (
             new.message or f"driver Pod {new.name} ended ({new.phase})"
             if new.phase in status.ENDED
-            else f"driver Pod {new.name} did not reach standby within {ROLLOUT_DEADLINE_S:.0f} s"
+            else f"driver Pod {new.name} did not reach standby within {deadline:.0f} s "
+            "(spec.deployment.progressDeadline)"
         )
         cluster.delete("v1", "Pod", ref.namespace, new.name, grace_seconds=desired.GRACE_SECONDS)
         failed = f"rolling upgrade to revision {wanted.revision} given up, {old.name} keeps running: {why}"

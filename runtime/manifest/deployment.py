@@ -15,11 +15,14 @@ from typing import Literal
 import pydantic
 
 from streamapp.runtime.manifest import base
+from streamapp.runtime.topology import durations
 
 __all__ = ["Deployment", "Executors", "Reset", "Resources", "RoleResources"]
 
 
 _Model = base.CamelModel
+#: The shortest progressDeadline accepted: a driver's start alone takes 10-30 s.
+MIN_PROGRESS_DEADLINE_MS = 30_000
 
 #: Spark's size syntax (``spark.driver.memory``): a number with an optional k/m/g/t suffix.
 _JVM_SIZE = r"^[0-9]+[kmgtKMGT]?$"
@@ -163,6 +166,36 @@ class Deployment(_Model):
         description="How a changed spec is rolled out: recreate stops the driver at a micro-batch "
         "boundary, then starts the new one; rolling starts the new driver beside the running one and, "
         "once it waits in standby (Spark up, plan compiled), stops the old one at a batch boundary and "
-        "hands the checkpoint over. A new driver that fails or does not reach standby within 5 minutes "
-        "is deleted and the running revision kept (status.failedRevision).",
+        "hands the checkpoint over. A new driver that fails or does not reach standby within "
+        "progressDeadline is deleted and the running revision kept (status.failedRevision).",
     )
+    progress_deadline: str | None = pydantic.Field(
+        default=None,
+        description="With upgradePolicy rolling: how long the new revision's driver may take to reach "
+        "standby (Spark up, plan compiled, warmed up) before the upgrade is given up and the running "
+        "revision kept, e.g. 90s, 10m (default 5m; at least 30s). Refused with recreate, which has no "
+        "running revision to keep.",
+    )
+
+    @pydantic.field_validator("progress_deadline")
+    @classmethod
+    def _deadline(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        ms = durations.to_ms(value)
+        if ms < MIN_PROGRESS_DEADLINE_MS:
+            raise ValueError(f"{value!r} is shorter than 30s: a driver takes longer than that to start")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _deadline_needs_rolling(self) -> Deployment:
+        if self.progress_deadline is not None and self.upgrade_policy != "rolling":
+            raise ValueError(
+                "progressDeadline applies to upgradePolicy: rolling (a recreate stops the running "
+                "revision first, so there is none to keep)"
+            )
+        return self
+
+    def progress_deadline_s(self) -> float:
+        """The rolling upgrade's deadline in seconds (default 5 minutes)."""
+        return durations.to_ms(self.progress_deadline or "5m") / 1000

@@ -495,3 +495,23 @@ def test_a_rolling_upgrade_whose_driver_fails_is_given_up_and_the_old_one_kept(
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is False
     fake_cluster.finish_terminating()
     assert reconcile.cleanup(ref=ref, cluster=fake_cluster) is True
+
+
+def test_a_rolling_upgrade_not_in_standby_within_its_progress_deadline_is_given_up(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    spec["deployment"]["progressDeadline"] = "90s"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'x'"  # a new revision
+    assert [e.reason for e in run(spec).events] == ["RollingUpgrade"]
+    new = fake_cluster.objects[("Pod", "apps", f"{DRIVER}-b")]
+    new["metadata"]["creationTimestamp"] = NOW
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False)  # up, never in standby
+    assert run(spec, now="2026-01-01T00:01:29Z").events == []  # 89 s: still within the deadline
+    late = run(spec, now="2026-01-01T00:01:31Z")
+    assert [e.reason for e in late.events] == ["RollbackUpgrade"]
+    assert "did not reach standby within 90 s (spec.deployment.progressDeadline)" in late.events[0].message
+    assert ("delete", "Pod", f"{DRIVER}-b") in fake_cluster.calls
+    assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]

@@ -65,6 +65,21 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         lambda s: s["deployment"].update(upgradePolicy="blue-green"),
         "spec.deployment.upgradePolicy: Input should be 'rolling' or 'recreate'",
     ),
+    (
+        "a progress deadline with recreate",
+        lambda s: s["deployment"].update(progressDeadline="2m"),
+        "spec.deployment: progressDeadline applies to upgradePolicy: rolling",
+    ),
+    (
+        "a progress deadline too short",
+        lambda s: s["deployment"].update(progressDeadline="10s", upgradePolicy="rolling"),
+        "spec.deployment.progressDeadline: '10s' is shorter than 30s",
+    ),
+    (
+        "a progress deadline that is no duration",
+        lambda s: s["deployment"].update(progressDeadline="soon", upgradePolicy="rolling"),
+        "spec.deployment.progressDeadline: not a duration: 'soon'",
+    ),
 ]
 
 
