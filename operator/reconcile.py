@@ -466,8 +466,9 @@ def _roll(
     the running driver is stopped (SIGTERM: it stops at a micro-batch boundary and releases the
     Lease) and the new one starts its query from the same checkpoint. A new driver that fails, or
     does not reach standby within ``spec.deployment.progressDeadline`` (5 minutes), is deleted
-    and the running one kept (``failedRevision``) until the spec changes. None: nothing to hand over (no driver running,
-    or the wanted revision already runs alone) — the caller's usual path applies."""
+    and the running one kept (``failedRevision``) until the spec changes. None: nothing to hand
+    over (no driver running, or the wanted revision already runs alone) — the caller's usual path
+    applies."""
     old_slot = next(
         (
             s
