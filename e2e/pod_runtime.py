@@ -574,7 +574,8 @@ class PodRunner(threading.Thread):
                 return written
         if code != 0 and container.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             with contextlib.suppress(OSError):
-                lines = (self.dir / f"{container.name}.log").read_bytes().splitlines()[-80:]
+                output = (self.dir / f"{container.name}.log").read_bytes().splitlines()
+                lines = [ln for ln in output if not ln.startswith(b"--- node-agent:")][-80:]  # its own
                 return b"\n".join(lines)[-2048:].decode(errors="replace").strip()
         return ""
 
@@ -642,7 +643,7 @@ class PodRunner(threading.Thread):
         _kill_group(proc.pid, signal.SIGKILL)  # the container's other processes go with it
         finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         message = f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else ""
-        message = " ".join(part for part in (message, self._termination_message(container, code)) if part)
+        message = "\n".join(part for part in (message, self._termination_message(container, code)) if part)
         terminated = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",

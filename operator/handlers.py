@@ -153,7 +153,7 @@ def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, r
     assert outcome is not None
     patch.status.update(outcome.status)
     for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+        kopf.event(body, type=event.type, reason=event.reason, message=event_message(event.message))
     if outcome.error is not None and raise_errors:
         raise _to_kopf(outcome.error) from outcome.error
 
@@ -234,7 +234,7 @@ def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) 
             kopf.Body(typing.cast(kopf.RawBody, app)),
             type=event.type,
             reason=event.reason,
-            message=event.message,
+            message=event_message(event.message),
         )
 
 
@@ -258,3 +258,15 @@ def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         )
     context.phases.pop(f"{ref.namespace}/{ref.name}", None)
     metrics.set_phases(context.phases)
+
+
+#: The API server refuses an Event whose message has more than 1024 bytes (kopf cuts characters).
+EVENT_MESSAGE_BYTES = 1024
+
+
+def event_message(text: str) -> str:
+    """``text`` cut to fit an Event: at most 1024 bytes of UTF-8, its end marked with "…"."""
+    data = text.encode()
+    if len(data) <= EVENT_MESSAGE_BYTES:
+        return text
+    return data[: EVENT_MESSAGE_BYTES - len("…".encode())].decode(errors="ignore") + "…"

@@ -68,7 +68,7 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
             finished = ended.get("finishedAt")
             message = (
                 f"driver container ended: {ended.get('reason') or 'Terminated'} "
-                f"(exit code {ended.get('exitCode')}) {ended.get('message') or ''}"
+                f"(exit code {ended.get('exitCode')}) {_gist(ended.get('message') or '')}"
             ).strip()
     return status.DriverObservation(
         credentials=(meta.get("annotations") or {}).get(desired.CREDENTIALS_ANNOTATION),
@@ -81,6 +81,14 @@ def observe_driver(pod: Mapping[str, Any] | None) -> status.DriverObservation | 
         started=pod_status.get("startTime"),
         finished=finished,
     )
+
+
+def _gist(message: str, limit: int = 400) -> str:
+    """A termination message in one line: the driver writes one; a crash leaves its log's end
+    (terminationMessagePolicy FallbackToLogsOnError), of which the first and last lines say most."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    text = " … ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def driver_action(*, wanted: desired.Desired, seen: status.DriverObservation | None) -> Action:
