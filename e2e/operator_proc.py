@@ -177,6 +177,17 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
 
 
+#: Apps that really run on a node agent, sized for 2 cores: the driver requests 250m CPU and a 512m
+#: heap, each executor 500m CPU (one task slot) and a 512m heap.
+SIZING: dict[str, Any] = {
+    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
+    "resources": {
+        "driver": {"cpu": "250m", "memory": "512m"},
+        "executor": {"cpu": "500m", "memory": "512m"},
+    },
+}
+
+
 def manifest(name: str, *, source: str, sink: str, bootstrap: str, **deployment: Any) -> dict[str, Any]:
     """The word count of seed 000 as a StreamApp, with a checkpoint and the given deployment."""
     return {

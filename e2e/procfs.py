@@ -51,3 +51,9 @@ def cpu_seconds(root: int) -> float:
             continue
         ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def uid(pid: int) -> int:
+    """The real user id a process runs as."""
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:")))

@@ -47,13 +47,7 @@ BATCHES = [
     ["the fox returns", "lazy lazy dog"],
     ["brown dog brown fox", "the end of the story"],
 ]
-SIZING = {
-    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
-    "resources": {
-        "driver": {"cpu": "250m", "memory": "512m"},
-        "executor": {"cpu": "500m", "memory": "512m"},
-    },
-}
+SIZING = operator_proc.SIZING
 
 
 def _words(lines: list[str]) -> list[str]:

@@ -39,14 +39,6 @@ BUILDAH = ["buildah", "--storage-driver", "vfs"]
 NS = operator_proc.APPS_NAMESPACE
 VERSION = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]  # type: ignore[index]
 LINES = ["the quick brown fox", "jumps over the lazy dog", "The Dog sleeps"]
-#: As e2e/test_apps_run.py sizes its apps for 2 cores: two 1-slot executors and a small driver.
-SIZING = {
-    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
-    "resources": {
-        "driver": {"cpu": "250m", "memory": "512m"},
-        "executor": {"cpu": "500m", "memory": "512m"},
-    },
-}
 
 
 def _build(kind: str, report: Callable[[str], None]) -> dict[str, Any]:
@@ -237,11 +229,6 @@ def _counts(bootstrap: str, topic: str) -> dict[str, int]:
     return latest
 
 
-def _uid(pid: int) -> int:
-    status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"^Uid:\s+(\d+)", status, re.M)[1])  # type: ignore[index]
-
-
 def test_a_word_count_runs_from_the_runtime_image_on_a_node_agent(
     images: dict[str, dict[str, Any]],
     streamapp_operator: operator_proc.Operator,
@@ -266,7 +253,7 @@ def test_a_word_count_runs_from_the_runtime_image_on_a_node_agent(
     source, sink = new_topic(2), new_topic(1)
     doc = operator_proc.manifest(
         "wc-image", source=source, sink=sink, bootstrap=kafka_bootstrap, image=image,
-        imagePullPolicy="Never", **SIZING,
+        imagePullPolicy="Never", **operator_proc.SIZING,
     )  # fmt: skip
     doc["spec"]["checkpointLocation"] = str(shared / "checkpoint")
     expected: collections.Counter[str] = collections.Counter()
@@ -311,7 +298,7 @@ def test_a_word_count_runs_from_the_runtime_image_on_a_node_agent(
             for name, pid in {"driver": driver_pid, **executors}.items():
                 # Its root is the image's (the host has no /opt/streamapp), its user the image's.
                 assert pathlib.Path(f"/proc/{pid}/root/opt/streamapp/entrypoint.sh").exists(), name
-                assert _uid(pid) == desired.SPARK_UID, (name, _uid(pid))
+                assert procfs.uid(pid) == desired.SPARK_UID, (name, procfs.uid(pid))
             # The image's own archive: /proc shows it under the container's root (the agent's
             # per-start layer), where this namespace sees no overlay, hence no such file.
             archives = procfs.class_data_archives(driver_pid)
@@ -326,7 +313,7 @@ def test_a_word_count_runs_from_the_runtime_image_on_a_node_agent(
             wait("no output after the driver was killed", lambda: _counts(kafka_bootstrap, sink) == expected)
             resumed = time.monotonic() - killed
             new_pid = agent.pid(NS, "wc-image-driver", "driver")
-            assert new_pid != driver_pid and _uid(new_pid) == desired.SPARK_UID
+            assert new_pid != driver_pid and procfs.uid(new_pid) == desired.SPARK_UID
         finally:  # while the node still runs: the operator's deletion stops the Pods cleanly
             kube.kubectl(
                 "delete", "sapp", "wc-image", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
