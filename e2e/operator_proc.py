@@ -156,6 +156,14 @@ class Operator:
             time.sleep(1)
         return self.tail(lines)
 
+    def kill(self) -> None:
+        """kill -9, as a crashed or evicted operator Pod: no handler finishes, nothing is cleaned up."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -46,6 +47,8 @@ __all__ = [
     "lease_name",
     "progress_group",
     "render",
+    "stable",
+    "stable_name",
 ]
 
 APP_LABEL = "streamapp.io/app"
@@ -116,6 +119,22 @@ def executor_prefix(app: str, slot: int = 0) -> str:
 def lease_name(app: str) -> str:
     """The Lease the app's driver holds while it runs the query (streamapp.runtime.lease)."""
     return f"{app}-driver"
+
+
+def stable_name(app: str) -> str:
+    """The ConfigMap holding the last revision that processed (what a rollback returns to)."""
+    return f"{app}-stable"
+
+
+def stable(ref: AppRef, spec: Mapping[str, Any], revision: str) -> dict[str, Any]:
+    """The spec of ``revision``, the last one whose driver completed micro-batches: a rolling
+    upgrade whose new revision fails after the hand-over returns to it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(ref, stable_name(ref.name), "stable-revision"),
+        "data": {"revision": revision, "spec.json": json.dumps(dict(spec), sort_keys=True)},
+    }
 
 
 def progress_group(ref: AppRef) -> str:

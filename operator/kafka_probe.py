@@ -26,6 +26,7 @@ class Standing:
     batch_id: int | None = None
     time: str | None = None  # when that batch ran (RFC 3339)
     rate: float | None = None  # input records per second around then
+    by: str | None = None  # the driver Pod that ran that batch, when it said
 
 
 class Probe(Protocol):
@@ -78,4 +79,4 @@ class AdminProbe:
             ) from exc
         if found is None:
             return None
-        return Standing(lag=found.lag, batch_id=found.batch_id, time=found.time, rate=found.rate)
+        return Standing(lag=found.lag, batch_id=found.batch_id, time=found.time, rate=found.rate, by=found.by)

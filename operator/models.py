@@ -14,8 +14,12 @@ __all__ = [
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
+    "AutoscaleStatus",
     "Condition",
     "ExecutorCounts",
+    "Recommendation",
+    "StateRecord",
+    "StatefulStep",
     "StreamAppStatus",
 ]
 
@@ -41,6 +45,35 @@ class Condition(_Model):
 class ExecutorCounts(_Model):
     desired: int | None = pydantic.Field(default=None, description="Executors the operator asked for.")
     ready: int | None = pydantic.Field(default=None, description="Executors running.")
+
+
+class StatefulStep(_Model):
+    node: str = pydantic.Field(description="The topology node whose state this is.")
+    path: str | None = pydantic.Field(default=None, description="Where the manifest writes the step.")
+    shape: dict[str, str] = pydantic.Field(
+        description="What the state's layout and meaning depend on (operation, windows, grouping, key, "
+        "value …); a redeploy that changes any of these on the same checkpoint is refused."
+    )
+
+
+class StateRecord(_Model):
+    checkpoint: str = pydantic.Field(description="The checkpoint the running revision's state is in.")
+    version: int = pydantic.Field(description="Version of the fingerprint's format.")
+    steps: list[StatefulStep] = pydantic.Field(description="The stateful steps, in the query plan's order.")
+
+
+class Recommendation(_Model):
+    time: str = pydantic.Field(description="When the autoscaler made it (RFC 3339).")
+    executors: int = pydantic.Field(description="The executors it recommended.")
+
+
+class AutoscaleStatus(_Model):
+    reason: str | None = pydantic.Field(
+        default=None, description="The last decision and the figures behind it."
+    )
+    recommendations: list[Recommendation] | None = pydantic.Field(
+        default=None, description="Recommendations of the last stabilization window, oldest first."
+    )
 
 
 class StreamAppStatus(_Model):
@@ -72,4 +105,12 @@ class StreamAppStatus(_Model):
         default=None,
         description="A revision a rolling upgrade gave up on (its driver failed or never reached "
         "standby): the previous revision keeps running until the spec changes again.",
+    )
+    autoscale: AutoscaleStatus | None = pydantic.Field(
+        default=None, description="What spec.deployment.autoscale recommended lately, and why."
+    )
+    state: StateRecord | None = pydantic.Field(
+        default=None,
+        description="The state fingerprint of the running revision: a spec change whose stateful steps "
+        "differ on the same checkpoint is refused (Degraded IncompatibleState) unless it resets.",
     )

@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 from streamapp.operator import cluster as cluster_
 from streamapp.operator import desired, errors, kafka_auth, kafka_probe, scaling, status, validation
+from streamapp.runtime import errors as runtime_errors
 from streamapp.runtime import lease as lease_mod
 from streamapp.runtime import manifest
 from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import deployment, models
+from streamapp.runtime.topology import state
 
 __all__ = ["Event", "Outcome", "cleanup", "driver_action", "observe_driver", "reconcile"]
 
@@ -306,26 +308,36 @@ def _reconcile(
     pod_name = desired.driver_pod_name(ref.name)
     found = validation.problems(name=ref.name, namespace=ref.namespace, spec=spec)
     if found:
-        seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
-        target = status.Target(generation=generation, revision=None, executors=None, problems=found)
-        new = status.compute(previous=previous, target=target, seen=status.Observation(seen), now=now)
-        announce: list[Event] = []
-        degraded: dict[str, Any] = next((c for c in new["conditions"] if c["type"] == "Degraded"), {})
-        old = [c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"]
-        if not old or old[0].get("message") != degraded.get("message"):
-            announce.append(Event("Warning", "InvalidSpec", degraded.get("message", "")))
-        return Outcome(new, announce, errors.InvalidSpecError(found))
+        return _refuse(
+            ref, found, "InvalidSpec", generation=generation, previous=previous, cluster=cluster, now=now
+        )
 
     app = models.StreamApp.model_validate(
         validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
     )
+    held = _state(app)
+    if incompatible := _incompatible(previous.get("state"), held):
+        return _refuse(
+            ref, incompatible, "IncompatibleState", generation=generation, previous=previous, cluster=cluster,
+            now=now,
+        )  # fmt: skip
     plan = app.spec.deployment or deployment.Deployment()
     events: list[Event] = []
     config = _kafka_config(app, ref, cluster, events)
     partitions = _partitions(app, probe, previous, events, config)
-    executors = scaling.desired_executors(plan.executors, partitions)
+    standing = _standing(app, ref, probe, events, config)
+    executors, autoscaled = _size(plan, partitions, standing, previous, cluster, ref, now, events)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16] if config else None
     wanted = desired.render(ref=ref, app=app, executors=executors, options=options, credentials=digest)
+    stable = _stable(cluster, ref) if plan.upgrade_policy == "rolling" else None
+    back = None  # the stable revision's app while the spec's revision is rolled back
+    if stable is not None and previous.get("failedRevision") == wanted.revision != stable[0]:
+        back = _stable_app(ref, stable[1])
+    if back is not None:
+        app, plan = back, back.spec.deployment or deployment.Deployment()
+        executors, autoscaled = _size(plan, partitions, standing, previous, cluster, ref, now, events)
+        wanted = desired.render(ref=ref, app=app, executors=executors, options=options, credentials=digest)
+        held = _state(app)
 
     for obj in wanted.support:
         cluster.apply(obj)
@@ -341,9 +353,13 @@ def _reconcile(
         rolled = _roll(
             ref=ref, app=app, pods=pods, slot=slot, executors=executors, options=options, digest=digest,
             wanted=wanted, previous=previous, generation=generation, cluster=cluster, now=now,
-            events=events, partitions=partitions, standing=lambda: _standing(app, ref, probe, events, config),
+            events=events, partitions=partitions, standing=lambda: standing,
         )  # fmt: skip
         if rolled is not None:
+            rolled.status["autoscale"] = autoscaled
+            if back is not None:
+                _say_rolled_back(rolled.status, previous, f"rolling back to revision {wanted.revision}")
+                rolled.status["failedRevision"] = previous.get("failedRevision")
             return rolled
     for other, pod in pods.items():  # a driver left in the other slot (a hand-over cut short)
         stale = observe_driver(pod)
@@ -354,6 +370,13 @@ def _reconcile(
                 Event("Normal", "DriverReplaced", f"stopping driver Pod {stale.name}: not the current one")
             )
     seen = observe_driver(cluster.get("v1", "Pod", ref.namespace, pod_name))
+    if back is None and stable is not None and stable[0] != wanted.revision:
+        why = _failed_after_hand_over(app, ref, cluster, seen, pod_name, now, lambda: standing)
+        if why is not None:
+            return _roll_back(
+                why, stable[0], ref=ref, wanted=wanted, executors=executors, seen=seen, generation=generation,
+                previous=previous, events=events, partitions=partitions, cluster=cluster, now=now,
+            )  # fmt: skip
     action = driver_action(wanted=wanted, seen=seen)
     error: errors.OperatorError | None = None
     failures = int(previous.get("driverFailures") or 0)
@@ -408,7 +431,7 @@ def _reconcile(
         executors_ready=running,
         executor_failures=tuple(failed),
         partitions=partitions,
-        standing=_standing(app, ref, probe, events, config),
+        standing=standing,
     )
     target = status.Target(
         generation=generation, revision=wanted.revision, executors=executors, suspend=plan.suspend
@@ -422,7 +445,226 @@ def _reconcile(
     if plan.reset is not None and seen is not None and seen.revision == wanted.revision:
         new["lastReset"] = plan.reset.id
     new["failedRevision"] = previous.get("failedRevision")
+    runs = seen is not None and seen.revision == wanted.revision and seen.phase == "Running"
+    new["state"] = held if runs else previous.get("state")
+    new["autoscale"] = autoscaled
+    if back is not None:
+        _say_rolled_back(new, previous, f"rolled back to revision {wanted.revision}")
+    elif (
+        runs
+        and ready.get("status") == "True"
+        and plan.upgrade_policy == "rolling"
+        and (stable is None or stable[0] != wanted.revision)
+        and standing is not None
+        and standing.by in (None, seen.name if seen else None)  # this driver's own batch
+    ):
+        cluster.apply(desired.stable(ref, spec, wanted.revision))  # what a rollback returns to
     return Outcome(new, events, error)
+
+
+def _size(
+    plan: deployment.Deployment,
+    partitions: int | None,
+    standing: kafka_probe.Standing | None,
+    previous: Mapping[str, Any],
+    cluster: cluster_.Cluster,
+    ref: desired.AppRef,
+    now: str,
+    events: list[Event],
+) -> tuple[int, dict[str, Any] | None]:
+    """The executors to run (:mod:`scaling`), and the autoscaler's status (None without autoscale)."""
+    if plan.autoscale is None:
+        return scaling.desired_executors(plan.executors, partitions), None
+    clock = status.parse_time(now)
+    assert clock is not None
+    before = previous.get("autoscale") or {}
+    remembered = [
+        (when, int(r["executors"]))
+        for r in before.get("recommendations") or []
+        if (when := status.parse_time(r.get("time"))) is not None
+    ]
+    current = (previous.get("executors") or {}).get("desired")
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in previous.get("conditions") or []
+    )
+    steady = (
+        ready
+        and previous.get("phase") == "Running"
+        and previous.get("currentRevision") == previous.get("targetRevision")
+        and len(_driver_pods(cluster, ref)) == 1
+    )
+    load = None
+    if standing is not None and standing.rate is not None:
+        load = scaling.Load(rate=standing.rate, lag=standing.lag)
+    scaled = scaling.autoscale(
+        plan.executors, plan.autoscale, partitions=partitions, current=current, load=load,
+        recommendations=remembered, now=clock, steady=steady,
+    )  # fmt: skip
+    if current is not None and scaled.executors != current:
+        events.append(
+            Event("Normal", "Autoscaled", f"executors {current} → {scaled.executors}: {scaled.reason}")
+        )
+    return scaled.executors, {
+        "reason": scaled.reason,
+        "recommendations": [
+            {"time": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "executors": n}
+            for when, n in scaled.recommendations
+        ],
+    }
+
+
+def _stable(cluster: cluster_.Cluster, ref: desired.AppRef) -> tuple[str, dict[str, Any]] | None:
+    """The last revision that processed and its spec (see :func:`desired.stable`), if recorded."""
+    found = cluster.get("v1", "ConfigMap", ref.namespace, desired.stable_name(ref.name))
+    data = (found or {}).get("data") or {}
+    try:
+        return str(data["revision"]), dict(json.loads(data["spec.json"]))
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _stable_app(ref: desired.AppRef, spec: Mapping[str, Any]) -> models.StreamApp | None:
+    """The stable revision's app; None when it is no longer valid (the runtime changed): then
+    there is nothing to return to."""
+    if validation.problems(name=ref.name, namespace=ref.namespace, spec=spec):
+        return None
+    return models.StreamApp.model_validate(
+        validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
+    )
+
+
+def _failed_after_hand_over(
+    app: models.StreamApp,
+    ref: desired.AppRef,
+    cluster: cluster_.Cluster,
+    seen: status.DriverObservation | None,
+    pod_name: str,
+    now: str,
+    standing: Any,
+) -> str | None:
+    """Why the wanted revision's driver, which took over from a stable one, failed: it ended, or
+    it has run for ``progressDeadline`` without completing a micro-batch; None while it may yet."""
+    if seen is None or seen.terminating:
+        return None
+    if seen.phase in status.ENDED:
+        return seen.message or f"driver Pod {seen.name} ended ({seen.phase})"
+    deadline = (app.spec.deployment or deployment.Deployment()).progress_deadline_s()
+    if seen.phase != "Running" or _age_s(cluster.get("v1", "Pod", ref.namespace, pod_name), now) <= deadline:
+        return None
+    idle = status.not_processing(seen, standing(), now)
+    if idle is None:
+        return None
+    return f"{idle}, {deadline:.0f} s after its start (spec.deployment.progressDeadline)"
+
+
+def _roll_back(
+    why: str,
+    to: str,
+    *,
+    ref: desired.AppRef,
+    wanted: desired.Desired,
+    executors: int,
+    seen: status.DriverObservation | None,
+    generation: int | None,
+    previous: Mapping[str, Any],
+    events: list[Event],
+    partitions: int | None,
+    cluster: cluster_.Cluster,
+    now: str,
+) -> Outcome:
+    """Give the wanted revision up after its hand-over: ``failedRevision`` makes the next
+    reconciliation render the stable revision ``to``, which replaces the failed driver."""
+    failed = f"revision {wanted.revision} failed after the hand-over, returning to revision {to}: {why}"
+    events.append(Event("Warning", "RollbackUpgrade", failed))
+    target = status.Target(generation=generation, revision=wanted.revision, executors=executors)
+    observed = status.Observation(driver=seen, partitions=partitions)
+    new = status.compute(previous=previous, target=target, seen=observed, now=now)
+    for kept in ("lastReset", "state", "driverFailures", "autoscale"):
+        new[kept] = previous.get(kept)
+    new["failedRevision"] = wanted.revision
+    _say_rolled_back(
+        new, {"conditions": [{"type": "Degraded", "reason": "RollbackUpgrade", "message": failed}]}, ""
+    )
+    return Outcome(new, events, errors.DriverStopping(f"rolling back to revision {to}", delay=1))
+
+
+def _say_rolled_back(new: dict[str, Any], previous: Mapping[str, Any], fallback: str) -> None:
+    """Degraded and Progressing say why the spec's revision was given up, until the spec changes."""
+    said = next(
+        (
+            c.get("message")
+            for c in previous.get("conditions") or []
+            if c.get("type") == "Degraded" and c.get("reason") == "RollbackUpgrade"
+        ),
+        None,
+    )
+    message = said or fallback
+    for cond in new["conditions"]:
+        if cond["type"] in ("Degraded", "Progressing"):
+            cond.update(
+                status="True" if cond["type"] == "Degraded" else "False",
+                reason="RollbackUpgrade",
+                message=message,
+            )
+    new["message"] = message
+
+
+def _state(app: models.StreamApp) -> dict[str, Any]:
+    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint."""
+    return {
+        "checkpoint": desired.checkpoint(app.spec),
+        "version": state.VERSION,
+        "steps": state.fingerprint(manifest.build_topology(app)),
+    }
+
+
+def _incompatible(
+    recorded: Mapping[str, Any] | None, held: Mapping[str, Any]
+) -> list[runtime_errors.Problem]:
+    """Why the running revision's state (``recorded``, from the status) cannot be read by the
+    new spec's topology on the same checkpoint; empty when it can, or when the checkpoint changes
+    (a reset) or nothing was recorded. The driver checks again against its checkpoint's record."""
+    if not recorded or recorded.get("checkpoint") != held["checkpoint"]:
+        return []
+    if recorded.get("version") != held["version"]:
+        return []
+    found = state.changes(recorded.get("steps") or [], held["steps"])
+    if not found:
+        return []
+    return [
+        runtime_errors.Problem(
+            "spec.topology",
+            f"the checkpoint {held['checkpoint']} holds state the new topology cannot read: "
+            + "; ".join(found)
+            + ". Revert the change, or reprocess on a fresh checkpoint (spec.deployment.reset)",
+        )
+    ]
+
+
+def _refuse(
+    ref: desired.AppRef,
+    found: list[runtime_errors.Problem],
+    why: str,
+    *,
+    generation: int | None,
+    previous: Mapping[str, Any],
+    cluster: cluster_.Cluster,
+    now: str,
+) -> Outcome:
+    """A spec that is not applied: the running driver (either slot) is left as it is, the status
+    says why (Degraded ``why``), and a Warning event says it once per new message."""
+    pods = _driver_pods(cluster, ref)
+    seen = observe_driver(pods.get(_slot(pods, "")))
+    target = status.Target(generation=generation, revision=None, executors=None, problems=found, refused=why)
+    new = status.compute(previous=previous, target=target, seen=status.Observation(seen), now=now)
+    for kept in ("lastReset", "failedRevision", "state", "autoscale"):
+        new[kept] = previous.get(kept)
+    announce: list[Event] = []
+    degraded: dict[str, Any] = next((c for c in new["conditions"] if c["type"] == "Degraded"), {})
+    old = [c for c in previous.get("conditions") or [] if c.get("type") == "Degraded"]
+    if not old or old[0].get("message") != degraded.get("message"):
+        announce.append(Event("Warning", why, degraded.get("message", "")))
+    return Outcome(new, announce, errors.InvalidSpecError(found))
 
 
 def _driver_pods(cluster: cluster_.Cluster, ref: desired.AppRef) -> dict[int, dict[str, Any]]:
@@ -492,8 +734,9 @@ def _roll(
     new_slot = 1 - old_slot
     new_pod = pods.get(new_slot)
     new = observe_driver(new_pod)
-    if new is not None and new.revision != wanted.revision:
-        return None  # two old drivers (a hand-over given up halfway): recreate, as usual
+    leftover = new is not None and new.revision != wanted.revision
+    if leftover and not (new.terminating or new.phase in status.ENDED):  # type: ignore[union-attr]
+        return None  # two old drivers running (a hand-over cut short): recreate, as usual
     if old.terminating:
         return None  # the hand-over's last step: the usual path waits for it to go
     if old.phase != "Running" or not old.ready:
@@ -516,6 +759,17 @@ def _roll(
         failed = said or (
             f"rolling upgrade to revision {wanted.revision} was given up; revision {old.revision} "
             "keeps running"
+        )
+    elif leftover:
+        # A driver given up earlier still goes (or ended and is not deleted yet): the new one
+        # starts in its slot once it is gone; the running driver keeps serving meanwhile.
+        assert new is not None
+        if not new.terminating:
+            cluster.delete("v1", "Pod", ref.namespace, new.name, grace_seconds=desired.GRACE_SECONDS)
+        error = errors.DriverStopping(
+            f"rolling upgrade to revision {wanted.revision}: waiting for {new.name} (revision "
+            f"{new.revision}) to go first",
+            delay=2,
         )
     elif new is None:
         rendered = desired.render(
@@ -568,6 +822,7 @@ def _roll(
     result["lastReset"] = previous.get("lastReset")
     result["driverFailures"] = int(previous.get("driverFailures") or 0)
     result["failedRevision"] = wanted.revision if failed else previous.get("failedRevision")
+    result["state"] = previous.get("state")  # the old revision's: its driver still runs
     if failed:
         result["phase"] = "Running"
         for cond in result["conditions"]:
@@ -641,6 +896,7 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
     _delete_owned(cluster, ref, [
         ("v1", "Service", name),
         ("v1", "ConfigMap", f"{ref.name}-app"),
+        ("v1", "ConfigMap", desired.stable_name(ref.name)),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", name),
         ("rbac.authorization.k8s.io/v1", "Role", name),
         ("v1", "ServiceAccount", name),

@@ -1,18 +1,22 @@
-"""How many executors an app gets: one task slot per input partition, within the spec's bounds.
+"""How many executors an app gets: one task slot per input partition, within the spec's bounds,
+or with ``spec.deployment.autoscale`` as many as its load needs, up to that.
 
 A Kafka source reads each partition in one task per micro-batch, so slots beyond the partition
-count idle and fewer slots serialise partitions. Lag-based sizing comes later; the rule stays a
-pure function of its inputs so the table tests pin it.
+count idle and fewer slots serialise partitions: the partition count per core is the ceiling
+either way. The rules are pure functions of their inputs (the status carries the autoscaler's
+recent recommendations from one reconciliation to the next), so the table tests pin them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from streamapp.runtime.manifest import deployment
 
-__all__ = ["desired_executors", "total_partitions"]
+__all__ = ["TOLERANCE", "Load", "Scaled", "autoscale", "desired_executors", "total_partitions"]
 
 
 def total_partitions(partitions: Mapping[str, int] | None) -> int | None:
@@ -33,3 +37,81 @@ def desired_executors(bounds: deployment.Executors, partitions: int | None) -> i
         return bounds.min
     wanted = math.ceil(partitions / bounds.cores_per_executor)
     return max(bounds.min, min(bounds.max, wanted))
+
+
+#: A demand within 10% of what the current executors are sized for keeps them (the
+#: HorizontalPodAutoscaler's tolerance): small wobbles of the rate never recommend a change.
+TOLERANCE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What the app's last committed micro-batches say: input records/s and records behind."""
+
+    rate: float
+    lag: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaled:
+    """The executors to run, the recommendations to remember, and why (for the status and event)."""
+
+    executors: int
+    recommendations: list[tuple[datetime.datetime, int]]
+    reason: str
+
+
+def _recommend(
+    bounds: deployment.Executors, policy: deployment.Autoscale, load: Load, current: int, ceiling: int
+) -> tuple[int, str]:
+    capacity = policy.records_per_second_per_core * bounds.cores_per_executor
+    excess = max(0, load.lag - policy.target_lag)
+    demand = load.rate + excess / policy.window_s()
+    wanted = math.ceil(demand / capacity) if demand > 0 else bounds.min
+    if current > 0 and abs(demand / (current * capacity) - 1) <= TOLERANCE:
+        wanted = current
+    why = (
+        f"input {load.rate:.1f} records/s, lag {load.lag} (target {policy.target_lag}): demand "
+        f"{demand:.1f} records/s at {capacity} per executor"
+    )
+    return max(bounds.min, min(ceiling, wanted)), why
+
+
+def autoscale(
+    bounds: deployment.Executors,
+    policy: deployment.Autoscale,
+    *,
+    partitions: int | None,
+    current: int | None,
+    load: Load | None,
+    recommendations: Sequence[tuple[datetime.datetime, int]],
+    now: datetime.datetime,
+    steady: bool,
+) -> Scaled:
+    """The executor count under ``policy``: between ``bounds.min`` and the partition-based size.
+
+    Each call adds a recommendation from ``load``; the count rises to the lowest recommendation of
+    the last quarter window when all of them are higher, and falls to the highest of the whole
+    window when all of those are lower and the window is covered. ``steady`` false (a rollout or
+    a driver that does not process yet): recommendations are kept, the count is not changed, so
+    a rescale never starts on the figures of the last one.
+    """
+    ceiling = desired_executors(bounds, partitions)
+    if current is None:
+        return Scaled(ceiling, [], "no executor count yet: one task slot per input partition")
+    current = max(bounds.min, min(ceiling, current))
+    window = datetime.timedelta(seconds=policy.window_s())
+    kept = [(t, n) for t, n in recommendations if now - t <= window]
+    if load is None:
+        return Scaled(current, kept, "the app's rate and lag are not known yet")
+    recommended, why = _recommend(bounds, policy, load, current, ceiling)
+    kept.append((now, recommended))
+    if not steady:
+        return Scaled(current, kept, f"{why}; recommends {recommended}, waiting for the rollout")
+    recent = [n for t, n in kept if now - t <= window / 4]
+    if min(recent) > current:
+        return Scaled(min(recent), kept, f"{why}: scale up")
+    covered = (now - kept[0][0]) >= window * 0.9  # a whole window of recommendations
+    if covered and max(n for _, n in kept) < current:
+        return Scaled(max(n for _, n in kept), kept, f"{why}: scale down")
+    return Scaled(current, kept, f"{why}; recommends {recommended}")

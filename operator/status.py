@@ -19,7 +19,16 @@ from typing import Any
 from streamapp.operator import kafka_probe
 from streamapp.runtime import errors as runtime_errors
 
-__all__ = ["ENDED", "DriverObservation", "Observation", "Target", "compute", "condition", "parse_time"]
+__all__ = [
+    "ENDED",
+    "DriverObservation",
+    "Observation",
+    "Target",
+    "compute",
+    "condition",
+    "not_processing",
+    "parse_time",
+]
 
 #: A driver that exited, even with 0, has stopped processing: a streaming query does not finish.
 ENDED = ("Failed", "Succeeded")
@@ -62,6 +71,9 @@ class Target:
     executors: int | None
     suspend: bool = False
     problems: Sequence[runtime_errors.Problem] = ()
+    #: Why ``problems`` refuse the spec: ``InvalidSpec``, or ``IncompatibleState`` (the running
+    #: checkpoint's state cannot be read by the new topology).
+    refused: str = "InvalidSpec"
 
 
 def condition(
@@ -98,7 +110,7 @@ def parse_time(text: str | None) -> datetime.datetime | None:
         return None
 
 
-def _not_processing(driver: DriverObservation, standing: kafka_probe.Standing | None, now: str) -> str | None:
+def not_processing(driver: DriverObservation, standing: kafka_probe.Standing | None, now: str) -> str | None:
     """Why a running driver is not Ready yet (None: it processes).
 
     Evidence is the progress the driver commits after each micro-batch: a batch completed since
@@ -109,6 +121,11 @@ def _not_processing(driver: DriverObservation, standing: kafka_probe.Standing | 
         return f"driver Pod {driver.name} runs; no micro-batch has completed yet"
     if standing.lag == 0:
         return None
+    if standing.by is not None and standing.by != driver.name:
+        return (
+            f"driver Pod {driver.name} has not completed a micro-batch yet (the last was {standing.by}'s); "
+            f"{standing.lag} records wait"
+        )
     last, started, clock = parse_time(standing.time), parse_time(driver.started), parse_time(now)
     if last is None or (started is not None and last < started):
         return f"driver Pod {driver.name} has not completed a micro-batch yet; {standing.lag} records wait"
@@ -129,11 +146,15 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now
             untouched = f"driver Pod {driver.name} ({driver.phase}) is left as it is"
         else:
             untouched = "nothing was deployed"
+        why = target.refused
+        waiting = (
+            "waiting for a valid spec" if why == "InvalidSpec" else "waiting for a compatible spec or a reset"
+        )
         return _Verdict(
             phase=str(previous.get("phase") or "Running") if running else "Failed",
-            ready=(running, "DriverRunning" if running else "InvalidSpec", untouched),
-            progressing=(False, "InvalidSpec", "waiting for a valid spec"),
-            degraded=(True, "InvalidSpec", text),
+            ready=(running, "DriverRunning" if running else why, untouched),
+            progressing=(False, why, waiting),
+            degraded=(True, why, text),
         )
     if target.suspend:
         if driver is None:
@@ -185,7 +206,7 @@ def _verdict(target: Target, seen: Observation, previous: Mapping[str, Any], now
             progressing=(False, "Deployed", f"revision {target.revision} is deployed"),
             degraded=(True, "ExecutorsFailing", how),
         )
-    if running and driver is not None and (idle := _not_processing(driver, seen.standing, now)):
+    if running and driver is not None and (idle := not_processing(driver, seen.standing, now)):
         return _Verdict(
             phase="Running",
             ready=(False, "NoRecentBatch", idle),

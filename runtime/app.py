@@ -88,6 +88,8 @@ class StreamsConfig:
       from the ``STREAMAPP_KAFKA_*`` variables).
     - ``progress_group``: the consumer group progress is committed to (default
       ``streamapp.<namespace>.<application_id>``).
+    - ``instance``: who runs the query (a driver Pod's name), recorded with each committed batch so
+      that the operator tells a new driver's first batch from its predecessor's last.
     """
 
     bootstrap_servers: str | None = None
@@ -107,6 +109,7 @@ class StreamsConfig:
     commit_interval_ms: int | None = None
     credentials: security.Credentials | None = None
     progress_group: str | None = None
+    instance: str | None = None
 
     def __post_init__(self) -> None:
         if self.starting_offsets not in (None, "earliest", "latest"):
@@ -427,7 +430,9 @@ class StreamApp:
         assert self.bootstrap_servers is not None
         namespace = self.config.namespace or (self.manifest.metadata.namespace if self.manifest else None)
         group = self.config.progress_group or progress.group_id(self.application_id, namespace)
-        return progress.Reporter(self.bootstrap_servers, group, config=credentials.librdkafka())
+        return progress.Reporter(
+            self.bootstrap_servers, group, config=credentials.librdkafka(), instance=self.config.instance
+        )
 
     def _follow(self, run: execution.Execution, reporter: Any) -> None:
         """Follow the query until it terminates; then finish the app (monitor thread)."""

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 __all__ = [
+    "IncompatibleState",
     "KafkaCredentialsError",
     "ManifestError",
     "Problem",
@@ -46,6 +47,20 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class IncompatibleState(StreamAppError):
+    """The checkpoint's state was written by a topology whose stateful steps differ; ``changes``
+    says how (:func:`streamapp.runtime.topology.state.changes`)."""
+
+    def __init__(self, checkpoint: str, changes: Sequence[str]) -> None:
+        self.changes = list(changes)
+        super().__init__(
+            f"the checkpoint {checkpoint} holds state this topology cannot read: "
+            + "; ".join(self.changes)
+            + ". Revert the change, or reprocess on a fresh checkpoint (spec.deployment.reset, "
+            "or another checkpointLocation)"
+        )
 
 
 class KafkaCredentialsError(StreamAppError):
@@ -80,11 +95,16 @@ def one_line(exc: BaseException | None) -> str:
     # says all in its own message, however deep the wrappers (py4j's proxy, a sink's traceback).
     raised = [m.group(1) for ln in lines if (m := _RAISED.search(ln))]
     python = [ln for ln in lines if _PYTHON_ERROR.match(ln)]
+    # Spark's own errors name their class (`[CAST_INVALID_INPUT] The value …`), however deep in
+    # a wrapper's traceback (foreachBatch runs in Python behind py4j's proxy).
+    classed = [m.group(1) for ln in lines if (m := _ERROR_CLASS.search(ln))]
     causes = [ln for ln in lines if ln.startswith("Caused by:")]
     if raised:
         chosen = raised[-1]
     elif python:
         chosen = python[-1]
+    elif classed:
+        chosen = classed[-1]
     elif causes:
         chosen = causes[-1][len("Caused by:") :].strip()
     else:
@@ -93,4 +113,5 @@ def one_line(exc: BaseException | None) -> str:
 
 
 _RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE: \w+)?$")
+_ERROR_CLASS = re.compile(r"^(?:[\w.$]+: )?(\[[A-Z][A-Z0-9_.]+\] .+?)(?: SQLSTATE: \w+)?$")
 _PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")

@@ -381,6 +381,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
         credentials=security.from_env(loaded.spec.kafka),
         progress_group=os.environ.get("STREAMAPP_PROGRESS_GROUP") or None,
         namespace=os.environ.get("STREAMAPP_NAMESPACE") or None,
+        instance=os.environ.get("STREAMAPP_DRIVER_POD_NAME") or None,
     )
     from streamapp.runtime import lease  # noqa: PLC0415
 

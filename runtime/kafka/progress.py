@@ -88,7 +88,8 @@ class Reporter:
     """Commits each batch's end offsets to the app's group, at most once per ``min_interval`` seconds.
 
     The metadata of every committed offset is ``{"batch": id, "time": ..., "rate": rows/s}``, the
-    rate averaged over the batches of the last ``window`` seconds.
+    rate averaged over the batches of the last ``window`` seconds, and ``"by": instance`` when the
+    committer names itself (a driver Pod: which driver ran the batch).
     """
 
     def __init__(
@@ -100,8 +101,10 @@ class Reporter:
         min_interval: float = 1.0,
         window: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        instance: str | None = None,
     ) -> None:
         self.group = group
+        self.instance = instance
         self.warned = False  # the caller warned once about a failed commit
         self._client_config = _group_client(bootstrap, group, config)
         self._committer: Consumer | None = None  # created on the first commit
@@ -148,13 +151,14 @@ class Reporter:
         if batch is None or not batch.offsets:
             return False
         rate = self.rate()
-        metadata = json.dumps(
-            {
-                "batch": batch.batch_id,
-                "time": batch.time,
-                "rate": round(rate, 1) if math.isfinite(rate) else 0,
-            }
-        )[:_METADATA_LIMIT]
+        fields: dict[str, Any] = {
+            "batch": batch.batch_id,
+            "time": batch.time,
+            "rate": round(rate, 1) if math.isfinite(rate) else 0,
+        }
+        if self.instance:
+            fields["by"] = self.instance
+        metadata = json.dumps(fields)[:_METADATA_LIMIT]
         partitions = [
             TopicPartition(topic, partition, offset, metadata)
             for (topic, partition), offset in sorted(batch.offsets.items())
@@ -189,6 +193,7 @@ class Standing:
     batch_id: int | None
     time: str | None  # when that batch ran (RFC 3339)
     rate: float | None  # input rows per second around then
+    by: str | None = None  # who ran that batch (a driver Pod's name), when it said
 
 
 def standing(
@@ -241,6 +246,7 @@ def standing(
         batch_id=int(newest["batch"]) if "batch" in newest else None,
         time=str(newest["time"]) if "time" in newest else None,
         rate=float(newest["rate"]) if "rate" in newest else None,
+        by=str(newest["by"]) if "by" in newest else None,
     )
 
 

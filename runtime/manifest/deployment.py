@@ -17,7 +17,7 @@ import pydantic
 from streamapp.runtime.manifest import base
 from streamapp.runtime.topology import durations
 
-__all__ = ["Deployment", "Executors", "Reset", "Resources", "RoleResources"]
+__all__ = ["Autoscale", "Deployment", "Executors", "Reset", "Resources", "RoleResources"]
 
 
 _Model = base.CamelModel
@@ -98,6 +98,49 @@ class Executors(_Model):
         return self
 
 
+#: The shortest stabilizationWindow accepted: a rescale is a driver hand-over of 30-60 s.
+MIN_STABILIZATION_WINDOW_MS = 10_000
+
+
+class Autoscale(_Model):
+    """Executors from the app's load, within ``executors.min`` and the input's partitions per core.
+
+    The operator reads the app's input rate and lag from the progress its driver commits to Kafka
+    after each micro-batch, and recommends ``ceil(demand / (recordsPerSecondPerCore ×
+    coresPerExecutor))`` executors, where demand is the input rate plus the lag above ``targetLag``
+    worked off within one stabilization window. It scales up once every recommendation of the last
+    quarter window asks for more, and down once every recommendation of the whole window asked
+    for fewer (as the HorizontalPodAutoscaler's stabilization), never while a rollout runs.
+    """
+
+    records_per_second_per_core: int = pydantic.Field(
+        ge=1,
+        description="Input records per second one task slot is sized for (measure your app: e.g. "
+        "its records/s at 70% CPU of one core).",
+    )
+    target_lag: int = pydantic.Field(
+        default=0,
+        ge=0,
+        description="Records behind the end of the input that need no extra executors; lag above it "
+        "is worked off within one stabilizationWindow.",
+    )
+    stabilization_window: str = pydantic.Field(
+        default="2m",
+        description="How long recommendations must agree before the executor count changes: all of "
+        "the window's to scale down, the last quarter's to scale up (e.g. 60s, 5m; at least 10s).",
+    )
+
+    @pydantic.field_validator("stabilization_window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        if durations.to_ms(value) < MIN_STABILIZATION_WINDOW_MS:
+            raise ValueError(f"{value!r} is shorter than 10s: every rescale is a driver hand-over")
+        return value
+
+    def window_s(self) -> float:
+        return durations.to_ms(self.stabilization_window) / 1000
+
+
 class Reset(_Model):
     """A request to reprocess: the app restarts on a fresh checkpoint from the given position.
 
@@ -153,6 +196,11 @@ class Deployment(_Model):
     executors: Executors = pydantic.Field(
         default_factory=Executors, description="Executor bounds and cores per executor."
     )
+    autoscale: Autoscale | None = pydantic.Field(
+        default=None,
+        description="Size the executors from the input rate and lag instead of the partitions alone "
+        "(bounded by executors.min, executors.max and the input partitions per core).",
+    )
     suspend: bool = pydantic.Field(
         default=False,
         description="Stop the driver gracefully and keep the checkpoint; false again resumes where it "
@@ -167,14 +215,17 @@ class Deployment(_Model):
         "boundary, then starts the new one; rolling starts the new driver beside the running one and, "
         "once it waits in standby (Spark up, plan compiled), stops the old one at a batch boundary and "
         "hands the checkpoint over. A new driver that fails or does not reach standby within "
-        "progressDeadline is deleted and the running revision kept (status.failedRevision).",
+        "progressDeadline is deleted and the running revision kept (status.failedRevision); one that "
+        "fails after the hand-over, or completes no micro-batch within progressDeadline of its start, "
+        "is replaced by the last revision that processed (rolled back).",
     )
     progress_deadline: str | None = pydantic.Field(
         default=None,
         description="With upgradePolicy rolling: how long the new revision's driver may take to reach "
         "standby (Spark up, plan compiled, warmed up) before the upgrade is given up and the running "
-        "revision kept, e.g. 90s, 10m (default 5m; at least 30s). Refused with recreate, which has no "
-        "running revision to keep.",
+        "revision kept, and to complete a micro-batch after its start before it is rolled back to "
+        "the last revision that processed, e.g. 90s, 10m (default 5m; at least 30s). Refused with "
+        "recreate, which has no running revision to keep.",
     )
 
     @pydantic.field_validator("progress_deadline")
@@ -186,6 +237,15 @@ class Deployment(_Model):
         if ms < MIN_PROGRESS_DEADLINE_MS:
             raise ValueError(f"{value!r} is shorter than 30s: a driver takes longer than that to start")
         return value
+
+    @pydantic.model_validator(mode="after")
+    def _autoscale_needs_a_range(self) -> Deployment:
+        if self.autoscale is not None and self.executors.replicas is not None:
+            raise ValueError(
+                "autoscale and executors.replicas exclude each other: replicas pins the executor count "
+                "(kubectl scale); remove it to autoscale"
+            )
+        return self
 
     @pydantic.model_validator(mode="after")
     def _deadline_needs_rolling(self) -> Deployment:

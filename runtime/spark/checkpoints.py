@@ -1,4 +1,5 @@
-"""What StreamApp records next to Spark's checkpoint: the number of state partitions.
+"""What StreamApp records next to Spark's checkpoint: the number of state partitions, and the
+stateful steps whose state the checkpoint holds.
 
 Spark fixes ``spark.sql.shuffle.partitions`` — the number of state store partitions of every
 stateful step — when a checkpoint is created, and silently keeps it on every restart whatever the
@@ -8,6 +9,11 @@ so the number is chosen deliberately: ``spec.statePartitions``, else the largest
 of the input topics (Kafka Streams' task count, and the most executors the operator will run).
 It is written to ``<checkpoint>/streamapp.json`` when the checkpoint is created; a later start
 asking for a different number fails with an error that says why, instead of being ignored.
+
+The record also holds the topology's state fingerprint (:mod:`streamapp.runtime.topology.state`):
+a start whose stateful steps differ from the recorded ones fails with
+:class:`errors.IncompatibleState` before the query reads a byte of that state, since Spark would
+mostly read it silently and wrongly. A record without one (an older checkpoint) gets it.
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
 """
@@ -19,6 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from streamapp.runtime import errors
+from streamapp.runtime.topology import state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,11 +91,13 @@ def state_partitions(
     requested: int | None,
     default: int,
     field: str = "spec.statePartitions",
+    steps: list[dict[str, Any]] | None = None,
 ) -> int:
     """The state partitions to run with; sets them on the session (call before the query starts).
 
     A new checkpoint records ``requested`` (else ``default``); an existing one keeps its number,
-    and a different ``requested`` is an error naming ``field``.
+    and a different ``requested`` is an error naming ``field``. ``steps`` (the topology's state
+    fingerprint) is recorded likewise; different recorded steps raise :class:`errors.IncompatibleState`.
     """
     if requested is not None and requested < 1:
         raise errors.StreamAppError(f"{field} must be at least 1, not {requested}")
@@ -100,11 +109,10 @@ def state_partitions(
         _write_record(spark, checkpoint, record)
     if record is None:
         partitions = requested or default
-        _write_record(
-            spark,
-            checkpoint,
-            {"statePartitions": partitions, "createdAtMs": int(time.time() * 1000)},
-        )
+        record = {"statePartitions": partitions, "createdAtMs": int(time.time() * 1000)}
+        if steps is not None:
+            record["state"] = {"version": state.VERSION, "steps": steps}
+        _write_record(spark, checkpoint, record)
     else:
         partitions = int(record["statePartitions"])
         if requested is not None and requested != partitions:
@@ -113,5 +121,15 @@ def state_partitions(
                 "state partitions, and Spark cannot change that for an existing checkpoint: keep "
                 f"{partitions}, or reset the app (a new checkpoint location, reprocessing the input)"
             )
+        if steps is not None:
+            recorded = record.get("state") or {}
+            if recorded.get("version") == state.VERSION:
+                found = state.changes(recorded.get("steps") or [], steps)
+                if found:
+                    raise errors.IncompatibleState(checkpoint, found)
+            else:
+                _write_record(
+                    spark, checkpoint, {**record, "state": {"version": state.VERSION, "steps": steps}}
+                )
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     return partitions

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
 from streamapp.runtime.spark import codecs, compilers, frames, runner, sink
-from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import graph, state
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
 
@@ -90,24 +90,6 @@ def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
     return F.coalesce(frame.evaluate(_logic(params), default_type="boolean"), F.lit(False))
 
 
-#: Nodes Spark's built-in aggregation cannot run with Kafka Streams' semantics: they run on the
-#: stateful engine (transformWithStateInPandas), and then so does every aggregation of the app.
-def _needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
-    if compilers.lookup(node) is not None:
-        return True  # joins: append-mode changelogs, like the engine's aggregations
-    if isinstance(node, nd.Source):
-        return node.table
-    if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce, nd.Cogroup)):
-        return True
-    if isinstance(node, (nd.Count, nd.Aggregate)):
-        return (
-            node.windows is not None
-            or (isinstance(node, nd.Aggregate) and node.fn is None)
-            or topology.kind(node.parents[0]) == graph.GROUPED_TABLE
-        )
-    return False
-
-
 class _Compiler:
     def __init__(self, topology: graph.Topology, read: Reader, merge_frontier: Any = None) -> None:
         self.topology = topology
@@ -117,7 +99,7 @@ class _Compiler:
         self.merge_frontier = merge_frontier
         self.frames: dict[str, frames.RecordFrame] = {}
         self.outputs: list[DataFrame] = []
-        self.engine = any(_needs_engine(topology, n) for n in topology.nodes)
+        self.engine = any(state.needs_engine(topology, n) for n in topology.nodes)
         self.late: dict[str, Any] = {}
         #: per table node, its updates one row each (a table's own frame merges a key's updates
         #: per micro-batch): what a KTable groupBy re-aggregates, as Kafka Streams forwards every

@@ -41,7 +41,7 @@ from streamapp.runtime.spark import (
     stopping,
 )
 from streamapp.runtime.spark.stateful import frontier
-from streamapp.runtime.topology import nodes
+from streamapp.runtime.topology import nodes, state
 
 _log = logging.getLogger("streamapp.execution")
 
@@ -231,6 +231,7 @@ def start(
             checkpoint,
             requested=state_partitions,
             default=max((input_partitions or {}).values(), default=1),
+            steps=state.fingerprint(topology),
         )
         start_options = dict(starting or {})
         default_max_offsets = max_offsets_per_trigger or (

@@ -148,6 +148,12 @@ def build_session(
         except Exception as exc:
             if cds_log is None:
                 raise
+            if SparkContext._gateway is not None:
+                # The JVM started, so the archive is not why: Spark itself failed (executors that
+                # cannot start, a bad setting). The archive stays, unless the JVM refused it.
+                if cds.check(cds_log) is not None:
+                    archive.unlink(missing_ok=True)
+                raise
             # A damaged archive can crash the JVM as it maps it: start without it, and say so.
             archive.unlink(missing_ok=True)
             cds.check(cds_log)

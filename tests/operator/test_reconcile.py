@@ -463,6 +463,10 @@ def test_a_rolling_upgrade_hands_over_once_the_new_driver_waits_in_standby(
     done = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=9, time=NOW))
     assert done.status["driverPod"] == f"{DRIVER}-b" and done.status["phase"] == "Running"
     assert done.status["currentRevision"] == done.status["targetRevision"] != old_revision
+    stable = fake_cluster.objects[("ConfigMap", "apps", "wordcount-stable")]["data"]
+    assert stable["revision"] == done.status["currentRevision"]  # what a later rollback returns to
+    settled = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=10, time=NOW))
+    assert settled.events == []
     assert [c[0] for c in fake_cluster.calls] == ["apply"] * 6  # settled: nothing created or deleted
 
 
@@ -515,3 +519,200 @@ def test_a_rolling_upgrade_not_in_standby_within_its_progress_deadline_is_given_
     assert "did not reach standby within 90 s (spec.deployment.progressDeadline)" in late.events[0].message
     assert ("delete", "Pod", f"{DRIVER}-b") in fake_cluster.calls
     assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]
+
+
+@pytest.mark.parametrize("policy", ["recreate", "rolling"])
+def test_a_change_the_checkpoints_state_cannot_take_is_refused_until_a_reset(
+    run: Any, spec: dict[str, Any], fake_cluster: Any, policy: str
+) -> None:
+    spec["deployment"]["upgradePolicy"] = policy
+    assert run(spec).status["state"] is None  # no driver runs yet
+    fake_cluster.run_pod(DRIVER)
+    running = run(spec)
+    recorded = running.status["state"]
+    assert recorded["checkpoint"] == "s3a://checkpoints/wordcount"
+    assert [s["shape"]["aggregator"] for s in recorded["steps"]] == ["count"]
+
+    # A compatible edit (a stateless step) rolls out as usual.
+    spec["topology"]["streams"][0]["steps"].insert(2, {"filter": "length(value) > 1"})
+    moved = run(spec)
+    assert moved.error is None or isinstance(moved.error, errors.DriverStopping)
+    assert [e.reason for e in moved.events] in (["DriverReplaced"], ["RollingUpgrade"])
+    fake_cluster.finish_terminating()
+    for name in (DRIVER, f"{DRIVER}-b"):  # back to one driver of the edited revision
+        fake_cluster.objects.pop(("Pod", "apps", name), None)
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    edited = run(spec).status["state"]
+    assert [s["shape"] for s in edited["steps"]] == [s["shape"] for s in recorded["steps"]]
+    assert edited["steps"][0]["path"] == "spec.topology.streams[0].steps[4].count"  # where it is now
+
+    # Counting per 1-minute window on the same checkpoint: refused, nothing touched.
+    before = dict(fake_cluster.objects)
+    steps = spec["topology"]["streams"][0]["steps"]
+    steps[4] = {"windowedBy": {"tumbling": "1m"}}
+    steps.insert(5, {"count": {}})
+    refused = run(spec)
+    assert isinstance(refused.error, errors.InvalidSpecError)
+    assert fake_cluster.objects == before and [c[0] for c in fake_cluster.calls] == []
+    assert _condition(refused, "Degraded") == ("True", "IncompatibleState")
+    assert _condition(refused, "Ready") == ("True", "DriverRunning")
+    message = refused.status["message"]
+    assert message.startswith("spec.topology: the checkpoint s3a://checkpoints/wordcount holds state")
+    assert "windows was 'none', now 'tumbling 60000 ms'" in message
+    assert "implementation was 'spark', now 'engine'" in message
+    assert "grouping was 'key', now 'task'" in message
+    assert [e.reason for e in refused.events] == ["IncompatibleState"]
+    assert refused.status["state"] == edited
+
+    # Asking for reprocessing (a fresh checkpoint) goes ahead, and records the new state.
+    spec["deployment"]["reset"] = {"id": "r1", "to": "earliest"}
+    reset = run(spec)
+    assert not isinstance(reset.error, errors.InvalidSpecError)
+    assert [e.reason for e in reset.events] in (["DriverReplaced"], ["RollingUpgrade"])
+
+
+def _hand_over(run: Any, spec: dict[str, Any], fake_cluster: Any) -> tuple[str, str]:
+    """A rolling app whose revision processed (recorded as stable), then a new revision handed over
+    to ``<driver>-b``; returns (stable revision, new revision)."""
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    stable = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=3, time=NOW)).status["currentRevision"]
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'x'"  # a new revision
+    run(spec)
+    new = fake_cluster.objects[("Pod", "apps", f"{DRIVER}-b")]
+    new["metadata"].update(uid="u-b", creationTimestamp=NOW)
+    fake_cluster.objects[("Lease", "apps", DRIVER)]["metadata"]["annotations"] = {
+        "streamapp.io/standby": f"{DRIVER}-b/u-b"
+    }
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False)
+    assert [e.reason for e in run(spec).events] == ["HandingOver"]
+    fake_cluster.finish_terminating()
+    fake_cluster.run_pod(f"{DRIVER}-b")
+    return stable, new["metadata"]["labels"][desired.REVISION_LABEL]
+
+
+def test_a_revision_that_fails_after_the_hand_over_is_rolled_back_to_the_stable_one(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    stable, failing = _hand_over(run, spec, fake_cluster)
+    assert stable != failing
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False, phase="Failed")  # its query failed on a record
+    given_up = run(spec)
+    assert [e.reason for e in given_up.events] == ["RollbackUpgrade"]
+    assert f"revision {failing} failed after the hand-over, returning to revision {stable}" in (
+        given_up.events[0].message
+    )
+    assert given_up.status["failedRevision"] == failing
+    assert _condition(given_up, "Degraded") == ("True", "RollbackUpgrade")
+    replacing = run(spec)  # the stable revision replaces the failed driver
+    assert ("delete", "Pod", f"{DRIVER}-b") in fake_cluster.calls
+    fake_cluster.finish_terminating()
+    back = run(spec)
+    assert [e.reason for e in replacing.events + back.events] == ["DriverReplaced", "DriverCreated"]
+    assert _driver_revision(fake_cluster) == stable  # in slot 0 again, with the stable spec
+    config = fake_cluster.objects[("ConfigMap", "apps", "wordcount-app")]["data"]["app.yaml"]
+    assert "value != 'x'" not in config
+    fake_cluster.run_pod(DRIVER)
+    running = run(spec, standing=kafka_probe.Standing(lag=0, batch_id=4, time=NOW))
+    assert running.status["currentRevision"] == stable and running.status["phase"] == "Running"
+    assert _condition(running, "Ready") == ("True", "DriverRunning")
+    assert _condition(running, "Degraded") == ("True", "RollbackUpgrade")  # why, until the spec changes
+    assert failing in running.status["message"]
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'y'"  # fixed: rolled out again
+    assert [e.reason for e in run(spec).events] == ["RollingUpgrade"]
+
+
+def test_a_revision_that_completes_no_batch_after_the_hand_over_is_rolled_back(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["progressDeadline"] = "60s"
+    stable, failing = _hand_over(run, spec, fake_cluster)
+    fake_cluster.objects[("Pod", "apps", f"{DRIVER}-b")]["status"]["startTime"] = "2026-01-01T00:00:01Z"
+    waiting = kafka_probe.Standing(lag=40, batch_id=3, time=NOW)  # the stable driver's last batch
+    assert run(spec, now="2026-01-01T00:00:59Z", standing=waiting).events == []
+    late = run(spec, now="2026-01-01T00:01:01Z", standing=waiting)
+    assert [e.reason for e in late.events] == ["RollbackUpgrade"]
+    assert (
+        "has not completed a micro-batch yet; 40 records wait, 60 s after its start" in late.events[0].message
+    )
+    assert late.status["failedRevision"] == failing
+    # The failing driver still runs: the stable revision comes back through a hand-over of its own.
+    back = run(spec, now="2026-01-01T00:01:02Z", standing=waiting)
+    assert [e.reason for e in back.events] == ["RollingUpgrade"]
+    assert _driver_revision(fake_cluster) == stable
+    assert _condition(back, "Degraded") == ("True", "RollbackUpgrade")
+
+
+def test_a_failing_revision_with_no_stable_one_recorded_crash_loops_as_before(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER, ready=False, phase="Failed")  # never processed: nothing stable
+    outcome = run(spec)
+    assert [e.reason for e in outcome.events] == ["DriverReplaced"]
+    assert ("ConfigMap", "apps", "wordcount-stable") not in fake_cluster.objects
+
+
+def test_autoscale_rolls_out_more_executors_under_load_and_fewer_after(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    spec["deployment"]["executors"] = {"min": 1, "max": 8, "coresPerExecutor": 1}
+    spec["deployment"]["autoscale"] = {"recordsPerSecondPerCore": 5, "stabilizationWindow": "40s"}
+
+    def at(second: int) -> str:
+        return f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}Z"
+
+    def load(rate: float, second: int) -> kafka_probe.Standing:
+        return kafka_probe.Standing(lag=0, batch_id=second, time=at(second), rate=rate)
+
+    first = run(spec, now=at(0))
+    assert first.status["executors"]["desired"] == 6  # a new app: one slot per input partition
+    fake_cluster.run_pod(DRIVER)
+    calm = [run(spec, now=at(s), standing=load(4.0, s)) for s in range(2, 60, 2)]
+    assert calm[-1].status["executors"]["desired"] == 1  # after a whole calm window: down to 1
+    assert [e.reason for o in calm for e in o.events][:2] == ["Autoscaled", "RollingUpgrade"]
+    scaled_down = next(e for o in calm for e in o.events if e.reason == "Autoscaled")
+    assert "executors 6 → 1: input 4.0 records/s" in scaled_down.message
+    assert "scale down" in calm[-1].status["autoscale"]["reason"] or calm[-1].status["phase"] == "Upgrading"
+    recommendations = calm[-1].status["autoscale"]["recommendations"]
+    assert {r["executors"] for r in recommendations} == {1} and len(recommendations) <= 21
+
+
+def test_a_given_up_driver_still_going_delays_the_next_upgrade_instead_of_a_recreate(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'x'"
+    run(spec)
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False, phase="Failed")
+    assert [e.reason for e in run(spec).events] == ["RollbackUpgrade"]  # b is deleted, still going
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'y'"  # the next revision
+    waiting = run(spec)
+    assert isinstance(waiting.error, errors.DriverStopping) and "to go first" in str(waiting.error)
+    assert waiting.events == [] and ("delete", "Pod", DRIVER) not in fake_cluster.calls
+    assert _condition(waiting, "Ready") == ("True", "DriverRunning")  # the running one serves on
+    fake_cluster.finish_terminating()
+    assert [e.reason for e in run(spec).events] == ["RollingUpgrade"]
+
+
+def test_a_new_driver_is_not_ready_on_its_predecessor_s_batch_nor_recorded_stable(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    spec["deployment"]["upgradePolicy"] = "rolling"
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    fake_cluster.objects[("Pod", "apps", DRIVER)]["status"]["startTime"] = "2025-12-31T23:59:00Z"
+    theirs = kafka_probe.Standing(lag=7, batch_id=5, time=NOW, by="wordcount-driver-b")
+    outcome = run(spec, standing=theirs)  # a batch after this Pod started, but another driver's
+    assert _condition(outcome, "Ready") == ("False", "NoRecentBatch")
+    assert "the last was wordcount-driver-b's" in outcome.status["conditions"][0]["message"]
+    assert ("ConfigMap", "apps", "wordcount-stable") not in fake_cluster.objects
+    own = kafka_probe.Standing(lag=7, batch_id=6, time=NOW, by=DRIVER)
+    assert _condition(run(spec, standing=own), "Ready") == ("True", "DriverRunning")
+    assert ("ConfigMap", "apps", "wordcount-stable") in fake_cluster.objects

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import itertools
+
 import pytest
 
 from streamapp.operator import scaling
@@ -33,3 +36,83 @@ def test_total_partitions() -> None:
     assert scaling.total_partitions({"a": 3, "b": 5}) == 8
     assert scaling.total_partitions({}) == 0
     assert scaling.total_partitions(None) is None
+
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+POLICY = deployment.Autoscale(records_per_second_per_core=5, target_lag=50, stabilization_window="60s")
+BOUNDS = deployment.Executors(min=1, max=8, cores_per_executor=1)
+
+
+def _step(
+    current: int,
+    rate: float,
+    lag: int,
+    history: list[tuple[datetime.datetime, int]],
+    second: int,
+    *,
+    steady: bool = True,
+) -> scaling.Scaled:
+    return scaling.autoscale(
+        BOUNDS, POLICY, partitions=4, current=current, load=scaling.Load(rate, lag),
+        recommendations=history, now=T0 + datetime.timedelta(seconds=second), steady=steady,
+    )  # fmt: skip
+
+
+def _run(load: list[tuple[float, int]], *, every: int = 5, start: int = 1) -> list[int]:
+    """The executor count after each observation of ``load`` (rate, lag), ``every`` s apart."""
+    current, history, counts = start, [], []
+    for i, (rate, lag) in enumerate(load):
+        scaled = _step(current, rate, lag, history, i * every)
+        current, history = scaled.executors, scaled.recommendations
+        counts.append(current)
+    return counts
+
+
+def test_a_load_step_scales_up_within_a_quarter_window_and_back_down_after_a_whole_one() -> None:
+    calm, busy = (4.0, 10), (19.0, 10)  # 5 records/s per core: 1 executor, then 4
+    counts = _run([calm] * 6 + [busy] * 12 + [calm] * 20)
+    assert counts[:6] == [1] * 6
+    up = counts.index(4)
+    assert 6 <= up <= 6 + 15 // 5  # within a quarter of the 60 s window
+    assert counts[up:18] == [4] * (18 - up)
+    down = counts.index(1, 18)
+    assert 18 + 60 // 5 - 2 <= down <= 18 + 60 // 5 + 1  # after a whole window of calm
+    assert counts[down:] == [1] * (len(counts) - down)
+    changes = sum(1 for a, b in itertools.pairwise(counts) if a != b)
+    assert changes == 2  # up once, down once: no oscillation
+
+
+def test_a_rate_that_wobbles_around_a_boundary_does_not_flap() -> None:
+    # 10 records/s ± 8% at 2 executors (capacity 10): within the tolerance, nothing changes.
+    wobble = [(10.0 + (0.8 if i % 2 else -0.8), 0) for i in range(40)]
+    assert set(_run(wobble, start=2)) == {2}
+
+
+def test_lag_above_its_target_adds_executors_to_work_it_off() -> None:
+    # A steady 4 records/s fits 1 executor, but 1,250 records behind (1,200 above the target)
+    # must be worked off within the 60 s window: 4 + 20 records/s → 5 executors, capped at 4
+    # (the input's 4 partitions: more task slots would idle).
+    scaled = _step(1, 4.0, 1250, [], 0)
+    assert scaled.executors == 4 and "scale up" in scaled.reason
+
+
+def test_nothing_changes_during_a_rollout_or_without_figures() -> None:
+    assert _step(1, 19.0, 10, [], 0, steady=False).executors == 1
+    unknown = scaling.autoscale(
+        BOUNDS, POLICY, partitions=4, current=2, load=None, recommendations=[], now=T0, steady=True
+    )
+    assert unknown.executors == 2 and "not known yet" in unknown.reason
+    fresh = scaling.autoscale(
+        BOUNDS, POLICY, partitions=4, current=None, load=None, recommendations=[], now=T0, steady=True
+    )
+    assert fresh.executors == 4  # a new app starts at the partition-based size
+
+
+def test_autoscale_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="shorter than 10s"):
+        deployment.Autoscale(records_per_second_per_core=5, stabilization_window="5s")
+    with pytest.raises(ValueError, match="replicas pins the executor count"):
+        deployment.Deployment(
+            executors=deployment.Executors(replicas=2),
+            autoscale=deployment.Autoscale(records_per_second_per_core=5),
+        )

@@ -63,13 +63,14 @@ def test_committed_progress_gives_lag_and_last_batch(
     assert group == "streamapp.apps.lagging"
     assert progress.standing(kafka_bootstrap, group, [topic, other]) is None  # nothing committed yet
 
-    reporter = progress.Reporter(kafka_bootstrap, group, min_interval=0)
+    reporter = progress.Reporter(kafka_bootstrap, group, min_interval=0, instance="lagging-driver-b")
     batch = progress.from_spark_progress(_spark_progress(7, {topic: {"0": 5, "1": 2}}, 7))
     _commit(reporter, batch)
     seen = progress.standing(kafka_bootstrap, group, [topic, other])
     # partition 1 of `topic` is 3 behind; `other` was never committed: all 4 records count.
     assert seen is not None
     assert (seen.lag, seen.batch_id, seen.time) == (3 + 4, 7, "2026-11-23T10:00:07.000Z")
+    assert seen.by == "lagging-driver-b"  # which driver ran it: the operator's evidence of a hand-over
 
     caught_up = progress.from_spark_progress(
         _spark_progress(8, {topic: {"0": 5, "1": 5}, other: {"0": 4}}, 7)

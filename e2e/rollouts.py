@@ -1,0 +1,122 @@
+"""Redeploys under continuous input, and what the output shows: shared by the rolling-upgrade e2e
+test (``make test``) and the five-redeploy comparison (``make bench-rollouts``).
+
+:class:`Feed` writes one new word every ``interval`` seconds; under a word count each word's count,
+1, is one output record, so the output topic (``LogAppendTime``) carries a clock of the app's
+output. :func:`measure` reads it back: the longest gap between consecutive output records in a
+window of time, and against the words sent, how many were lost or counted twice.
+:class:`LeaseWatch` records every change of the app's Lease holder as the API server sends it
+(``kubectl get lease -w``): the fence two drivers must never share.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import subprocess
+import threading
+import time
+
+import cluster
+
+from streamapp.runtime.kafka import admin
+
+__all__ = ["Feed", "LeaseWatch", "Output", "measure"]
+
+
+class Feed:
+    """One new word every ``interval`` seconds to ``topic``, on a thread, until :meth:`stop`."""
+
+    def __init__(self, bootstrap: str, topic: str, interval: float = 0.2) -> None:
+        self.bootstrap, self.topic, self.interval = bootstrap, topic, interval
+        self.sent: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            word = f"w{len(self.sent)}"
+            admin.produce(self.bootstrap, self.topic, [admin.Record(None, word.encode())])
+            self.sent.append(word)
+            time.sleep(self.interval)
+
+    def start(self) -> Feed:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """What the sink holds: the output times (s), and the words lost or counted more than once."""
+
+    stamps: list[float]
+    lost: int
+    duplicated: int
+    wrong: int  # records whose count is not 1
+
+    def gap(self, since: float, until: float | None = None) -> tuple[float, float]:
+        """The longest gap between consecutive output records that ends after ``since`` (and
+        starts before ``until``), and when it began (s after ``since``)."""
+        gaps = [
+            (b - a, a - since)
+            for a, b in itertools.pairwise(self.stamps)
+            if b >= since and (until is None or a <= until)
+        ]
+        return max(gaps) if gaps else (0.0, 0.0)
+
+
+def measure(bootstrap: str, sink: str, sent: list[str], *, timeout: float = 60) -> Output:
+    """Read the whole sink (until every sent word is there, or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = admin.consume(bootstrap, sink, idle=2.0, timeout=60)
+        keys = collections.Counter(bytes(r.key or b"").decode() for r in records)
+        if set(keys) >= set(sent) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    return Output(
+        stamps=sorted(r.timestamp / 1000 for r in records),
+        lost=len(set(sent) - set(keys)),
+        duplicated=sum(n - 1 for n in keys.values()),
+        wrong=sum(1 for r in records if int.from_bytes(r.value or b"", "big") != 1),
+    )
+
+
+class LeaseWatch:
+    """Every holder the app's Lease had, with when this process saw it (``time.time()``)."""
+
+    def __init__(self, kube: cluster.Cluster, namespace: str, lease: str) -> None:
+        argv = [
+            "kubectl", "get", "lease", lease, "-n", namespace, "--watch",
+            "-o", "jsonpath={.spec.holderIdentity}{'\\n'}",
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=kube.env)
+        self.holders: list[tuple[float, str]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            holder = line.strip()
+            if not self.holders or self.holders[-1][1] != holder:
+                self.holders.append((time.time(), holder))
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+
+    def hand_overs(self) -> list[str]:
+        """The holder changes in order, ``""`` where the Lease was released."""
+        return [holder for _, holder in self.holders]
+
+    def taken_without_release(self) -> list[tuple[str, str]]:
+        """Changes from one driver straight to another: the fence was taken, not handed back."""
+        changes = [h for _, h in self.holders]
+        return [(a, b) for a, b in itertools.pairwise(changes) if a and b and a != b]
