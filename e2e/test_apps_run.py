@@ -560,7 +560,7 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
         f"rolling upgrade under 5 lines/s (exactly_once_v2), the operator killed -9 while the new driver "
         f"started: revision {old_revision} → {after['currentRevision']} in {took:.1f} s (new driver in "
         f"standby, then the old one stopped at a batch boundary); longest output gap {gap:.1f} s ({at:.1f} s "
-        f"after the apply); {len(feed.sent)} lines, 0 lost, 0 duplicated; Lease holders: "
+        f"after the apply); {len(feed.sent)} lines ({feed.rate:.1f}/s), 0 lost, 0 duplicated; Lease holders: "
         + " → ".join(h.split("/")[0] or "(released)" for h in holders)
     )
 

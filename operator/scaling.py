@@ -92,9 +92,10 @@ def autoscale(
 
     Each call adds a recommendation from ``load``; the count rises to the lowest recommendation of
     the last quarter window when all of them are higher, and falls to the highest of the whole
-    window when all of those are lower and the window is covered. ``steady`` false (a rollout or
-    a driver that does not process yet): recommendations are kept, the count is not changed, so
-    a rescale never starts on the figures of the last one.
+    window when all of those are lower — each only once recommendations cover that span. A change
+    starts the recommendations afresh (they were made for the old count), and ``steady`` false (a
+    rollout, or a driver that does not process yet) adds none and changes nothing: the figures of
+    a hand-over (its output gap, its catching up) never decide the next rescale.
     """
     ceiling = desired_executors(bounds, partitions)
     if current is None:
@@ -105,13 +106,13 @@ def autoscale(
     if load is None:
         return Scaled(current, kept, "the app's rate and lag are not known yet")
     recommended, why = _recommend(bounds, policy, load, current, ceiling)
-    kept.append((now, recommended))
     if not steady:
         return Scaled(current, kept, f"{why}; recommends {recommended}, waiting for the rollout")
+    kept.append((now, recommended))
+    span = now - kept[0][0]  # how long the recommendations cover (a little slack for the timer)
     recent = [n for t, n in kept if now - t <= window / 4]
-    if min(recent) > current:
-        return Scaled(min(recent), kept, f"{why}: scale up")
-    covered = (now - kept[0][0]) >= window * 0.9  # a whole window of recommendations
-    if covered and max(n for _, n in kept) < current:
-        return Scaled(max(n for _, n in kept), kept, f"{why}: scale down")
+    if span >= window / 4 * 0.9 and min(recent) > current:
+        return Scaled(min(recent), [], f"{why}: scale up")
+    if span >= window * 0.9 and max(n for _, n in kept) < current:
+        return Scaled(max(n for _, n in kept), [], f"{why}: scale down")
     return Scaled(current, kept, f"{why}; recommends {recommended}")

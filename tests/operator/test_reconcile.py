@@ -679,7 +679,7 @@ def test_autoscale_rolls_out_more_executors_under_load_and_fewer_after(
     assert "executors 6 → 1: input 4.0 records/s" in scaled_down.message
     assert "scale down" in calm[-1].status["autoscale"]["reason"] or calm[-1].status["phase"] == "Upgrading"
     recommendations = calm[-1].status["autoscale"]["recommendations"]
-    assert {r["executors"] for r in recommendations} == {1} and len(recommendations) <= 21
+    assert recommendations == []  # started afresh at the change; none taken during the rollout
 
 
 def test_a_given_up_driver_still_going_delays_the_next_upgrade_instead_of_a_recreate(

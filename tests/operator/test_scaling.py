@@ -92,8 +92,18 @@ def test_lag_above_its_target_adds_executors_to_work_it_off() -> None:
     # A steady 4 records/s fits 1 executor, but 1,250 records behind (1,200 above the target)
     # must be worked off within the 60 s window: 4 + 20 records/s → 5 executors, capped at 4
     # (the input's 4 partitions: more task slots would idle).
-    scaled = _step(1, 4.0, 1250, [], 0)
-    assert scaled.executors == 4 and "scale up" in scaled.reason
+    counts = _run([(4.0, 1250)] * 4)
+    assert counts == [1, 1, 1, 4]  # once the recommendations cover a quarter window (15 s)
+
+
+def test_a_rescale_starts_the_recommendations_afresh() -> None:
+    # Recommendations made for 4 executors say nothing about 1: after the scale-down a quarter
+    # window of new ones must agree before the next change, and none are taken during a rollout.
+    history = [(T0 + datetime.timedelta(seconds=s), 1) for s in range(0, 60, 5)]
+    down = _step(4, 4.0, 0, history, 60)
+    assert down.executors == 1 and down.recommendations == []
+    assert _step(1, 19.0, 0, [], 65, steady=False).recommendations == []
+    assert _step(1, 19.0, 0, [], 70).executors == 1  # one busy sample: not yet
 
 
 def test_nothing_changes_during_a_rollout_or_without_figures() -> None:
