@@ -358,7 +358,9 @@ def _reconcile(
         if rolled is not None:
             rolled.status["autoscale"] = autoscaled
             if back is not None:
-                _say_rolled_back(rolled.status, previous, f"rolling back to revision {wanted.revision}")
+                _say_rolled_back(
+                    rolled.status, _rollback_reason(previous) or f"rolling back to revision {wanted.revision}"
+                )
                 rolled.status["failedRevision"] = previous.get("failedRevision")
             return rolled
     for other, pod in pods.items():  # a driver left in the other slot (a hand-over cut short)
@@ -449,7 +451,7 @@ def _reconcile(
     new["state"] = held if runs else previous.get("state")
     new["autoscale"] = autoscaled
     if back is not None:
-        _say_rolled_back(new, previous, f"rolled back to revision {wanted.revision}")
+        _say_rolled_back(new, _rollback_reason(previous) or f"rolled back to revision {wanted.revision}")
     elif (
         runs
         and ready.get("status") == "True"
@@ -582,15 +584,13 @@ def _roll_back(
     for kept in ("lastReset", "state", "driverFailures", "autoscale"):
         new[kept] = previous.get(kept)
     new["failedRevision"] = wanted.revision
-    _say_rolled_back(
-        new, {"conditions": [{"type": "Degraded", "reason": "RollbackUpgrade", "message": failed}]}, ""
-    )
+    _say_rolled_back(new, failed)
     return Outcome(new, events, errors.DriverStopping(f"rolling back to revision {to}", delay=1))
 
 
-def _say_rolled_back(new: dict[str, Any], previous: Mapping[str, Any], fallback: str) -> None:
-    """Degraded and Progressing say why the spec's revision was given up, until the spec changes."""
-    said = next(
+def _rollback_reason(previous: Mapping[str, Any]) -> str | None:
+    """Why the spec's revision was given up, as the status said it (it stays until the spec changes)."""
+    return next(
         (
             c.get("message")
             for c in previous.get("conditions") or []
@@ -598,7 +598,10 @@ def _say_rolled_back(new: dict[str, Any], previous: Mapping[str, Any], fallback:
         ),
         None,
     )
-    message = said or fallback
+
+
+def _say_rolled_back(new: dict[str, Any], message: str) -> None:
+    """Degraded and Progressing say why the spec's revision was given up, until the spec changes."""
     for cond in new["conditions"]:
         if cond["type"] in ("Degraded", "Progressing"):
             cond.update(
@@ -748,15 +751,7 @@ def _roll(
     failed: str | None = None
     if previous.get("failedRevision") == wanted.revision:
         error = None
-        said = next(
-            (
-                c.get("message")
-                for c in previous.get("conditions") or []
-                if c.get("type") == "Degraded" and c.get("reason") == "RollbackUpgrade"
-            ),
-            None,
-        )  # why it was given up stays in the status until the spec changes
-        failed = said or (
+        failed = _rollback_reason(previous) or (
             f"rolling upgrade to revision {wanted.revision} was given up; revision {old.revision} "
             "keeps running"
         )
@@ -825,12 +820,7 @@ def _roll(
     result["state"] = previous.get("state")  # the old revision's: its driver still runs
     if failed:
         result["phase"] = "Running"
-        for cond in result["conditions"]:
-            if cond["type"] == "Degraded":
-                cond.update(status="True", reason="RollbackUpgrade", message=failed)
-            if cond["type"] == "Progressing":
-                cond.update(status="False", reason="RollbackUpgrade", message=failed)
-        result["message"] = failed
+        _say_rolled_back(result, failed)
     return Outcome(result, events, error)
 
 
