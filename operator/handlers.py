@@ -1,7 +1,7 @@
 """The kopf handlers: thin adapters from kopf's causes to :func:`reconcile.reconcile`.
 
-Each handler builds the app's identity, runs one reconciliation, writes the status into kopf's
-patch, posts the events, records metrics, and maps the operator's errors to kopf's:
+Each handler builds the app's identity, runs one reconciliation and writes the status (under the app's
+lock), posts the events, records metrics, and maps the operator's errors to kopf's:
 ``InvalidSpecError`` → ``kopf.PermanentError`` (not retried until the spec changes),
 ``RetryableError`` → ``kopf.TemporaryError(delay=…)``. Importing this module registers the handlers
 with kopf's default registry (``python -m streamapp.operator`` does).
@@ -134,6 +134,13 @@ def _reconcile(
             now=_now(),
             options=context.options,
         )
+        # Written here, under the lock, not through kopf's patch (applied after the handler
+        # returns): the next reconciliation must read this status, or it decides again from the
+        # one before — an autoscaler's 4 → 3 was undone that way by a Pod event's reconciliation.
+        if outcome.status != {k: previous.get(k) for k in outcome.status}:
+            context.cluster.patch_status(
+                f"{models.GROUP}/{models.VERSION}", models.KIND, ref.namespace, ref.name, outcome.status
+            )
     context.phases[f"{ref.namespace}/{ref.name}"] = outcome.status["phase"]
     metrics.set_phases(context.phases)
     if outcome.error is not None:
@@ -141,7 +148,7 @@ def _reconcile(
     return outcome
 
 
-def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, raise_errors: bool) -> None:
+def _run(trigger: str, body: kopf.Body, memo: kopf.Memo, *, raise_errors: bool) -> None:
     context: Context = memo.context
     try:
         outcome = _reconcile(context, trigger, _ref(body), body)
@@ -151,7 +158,6 @@ def _run(trigger: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, *, r
             raise _to_kopf(exc) from exc
         return
     assert outcome is not None
-    patch.status.update(outcome.status)
     for event in outcome.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event_message(event.message))
     if outcome.error is not None and raise_errors:
@@ -165,24 +171,24 @@ def _to_kopf(exc: errors.OperatorError) -> Exception:
 
 
 @kopf.on.create(*_RESOURCE)
-def on_create(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    _run("create", body, patch, memo, raise_errors=True)
+def on_create(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _run("create", body, memo, raise_errors=True)
 
 
 @kopf.on.update(*_RESOURCE, field="spec")
-def on_update(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    _run("update", body, patch, memo, raise_errors=True)
+def on_update(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _run("update", body, memo, raise_errors=True)
 
 
 @kopf.on.resume(*_RESOURCE)
-def on_resume(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    _run("resume", body, patch, memo, raise_errors=True)
+def on_resume(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _run("resume", body, memo, raise_errors=True)
 
 
 @kopf.timer(*_RESOURCE, interval=TIMER_INTERVAL, initial_delay=TIMER_INTERVAL, idle=5)
-def on_timer(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+def on_timer(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Re-read partitions and the driver: a rescale, a failed driver or a lost Pod is repaired here."""
-    _run("timer", body, patch, memo, raise_errors=False)
+    _run("timer", body, memo, raise_errors=False)
 
 
 @kopf.on.event("v1", "pods", labels={desired.APP_LABEL: kopf.PRESENT})
@@ -221,10 +227,6 @@ def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) 
         ref = desired.AppRef(name=name, namespace=namespace, uid=str(app["metadata"]["uid"]))
         outcome = _reconcile(context, trigger, ref, app)
         assert outcome is not None
-        if outcome.status != {k: (app.get("status") or {}).get(k) for k in outcome.status}:
-            context.cluster.patch_status(
-                f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name, outcome.status
-            )
     except errors.OperatorError as exc:
         # The app's own handlers and timer retry; a pod event is only a hint to look sooner.
         metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()

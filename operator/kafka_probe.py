@@ -27,6 +27,7 @@ class Standing:
     time: str | None = None  # when that batch ran (RFC 3339)
     rate: float | None = None  # input records per second around then
     by: str | None = None  # the driver Pod that ran that batch, when it said
+    end: int | None = None  # the input partitions' end offsets added up (records ever written)
 
 
 class Probe(Protocol):
@@ -79,4 +80,11 @@ class AdminProbe:
             ) from exc
         if found is None:
             return None
-        return Standing(lag=found.lag, batch_id=found.batch_id, time=found.time, rate=found.rate, by=found.by)
+        return Standing(
+            lag=found.lag,
+            batch_id=found.batch_id,
+            time=found.time,
+            rate=found.rate,
+            by=found.by,
+            end=found.end,
+        )

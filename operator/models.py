@@ -67,12 +67,23 @@ class Recommendation(_Model):
     executors: int = pydantic.Field(description="The executors it recommended.")
 
 
+class InputSample(_Model):
+    time: str = pydantic.Field(description="When the input's end offsets were read (RFC 3339).")
+    end: int = pydantic.Field(description="The input partitions' end offsets added up.")
+    rate: float | None = pydantic.Field(
+        default=None, description="Records/s written to the input since the sample before."
+    )
+
+
 class AutoscaleStatus(_Model):
     reason: str | None = pydantic.Field(
         default=None, description="The last decision and the figures behind it."
     )
     recommendations: list[Recommendation] | None = pydantic.Field(
         default=None, description="Recommendations of the last stabilization window, oldest first."
+    )
+    input: InputSample | None = pydantic.Field(
+        default=None, description="The input's arrival rate: its end offsets' growth between samples."
     )
 
 

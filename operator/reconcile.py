@@ -495,9 +495,15 @@ def _size(
         and previous.get("currentRevision") == previous.get("targetRevision")
         and len(_driver_pods(cluster, ref)) == 1
     )
+    sample = before.get("input") or {}
+    sampled = status.parse_time(sample.get("time"))
+    last = None
+    if sampled is not None and isinstance(sample.get("end"), int):
+        last = scaling.Arrival(sampled, sample["end"], sample.get("rate"))
+    arrived = scaling.arrival(last, standing.end if standing is not None else None, clock)
     load = None
-    if standing is not None and standing.rate is not None:
-        load = scaling.Load(rate=standing.rate, lag=standing.lag)
+    if standing is not None and arrived is not None and arrived.rate is not None:
+        load = scaling.Load(rate=arrived.rate, lag=standing.lag)
     scaled = scaling.autoscale(
         plan.executors, plan.autoscale, partitions=partitions, current=current, load=load,
         recommendations=remembered, now=clock, steady=steady,
@@ -512,6 +518,13 @@ def _size(
             {"time": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "executors": n}
             for when, n in scaled.recommendations
         ],
+        "input": None
+        if arrived is None
+        else {
+            "time": arrived.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "end": arrived.end,
+            "rate": None if arrived.rate is None else round(arrived.rate, 2),
+        },
     }
 
 

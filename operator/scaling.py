@@ -16,7 +16,17 @@ from collections.abc import Mapping, Sequence
 
 from streamapp.runtime.manifest import deployment
 
-__all__ = ["TOLERANCE", "Load", "Scaled", "autoscale", "desired_executors", "total_partitions"]
+__all__ = [
+    "SAMPLE_SECONDS",
+    "TOLERANCE",
+    "Arrival",
+    "Load",
+    "Scaled",
+    "arrival",
+    "autoscale",
+    "desired_executors",
+    "total_partitions",
+]
 
 
 def total_partitions(partitions: Mapping[str, int] | None) -> int | None:
@@ -46,10 +56,42 @@ TOLERANCE = 0.1
 
 @dataclasses.dataclass(frozen=True)
 class Load:
-    """What the app's last committed micro-batches say: input records/s and records behind."""
+    """The input's arrival rate (records/s, :func:`arrival`) and the records the app is behind."""
 
     rate: float
     lag: int
+
+
+#: Input samples closer together than this keep the older one: a rate over a few seconds (Pod
+#: events reconcile often during a hand-over) would swing with every producer batch.
+SAMPLE_SECONDS = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """The input's end offsets added up at ``time``, and the records/s written since the sample
+    before (None for the first)."""
+
+    time: datetime.datetime
+    end: int
+    rate: float | None = None
+
+
+def arrival(before: Arrival | None, end: int | None, now: datetime.datetime) -> Arrival | None:
+    """The next input sample: ``before`` until :data:`SAMPLE_SECONDS` have passed, then the growth
+    of ``end`` since it. The rate records arrive at is the demand; the rate the app processed them
+    is not — while a backlog drains it is higher, and the lag already counts the backlog.
+
+    An ``end`` lower than before (the topic was recreated) starts afresh.
+    """
+    if end is None:
+        return before
+    if before is None or end < before.end:
+        return Arrival(now, end)
+    elapsed = (now - before.time).total_seconds()
+    if elapsed < SAMPLE_SECONDS:
+        return before
+    return Arrival(now, end, (end - before.end) / elapsed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +113,7 @@ def _recommend(
     if current > 0 and abs(demand / (current * capacity) - 1) <= TOLERANCE:
         wanted = current
     why = (
-        f"input {load.rate:.1f} records/s, lag {load.lag} (target {policy.target_lag}): demand "
+        f"arriving {load.rate:.1f} records/s, lag {load.lag} (target {policy.target_lag}): demand "
         f"{demand:.1f} records/s at {capacity} per executor"
     )
     return max(bounds.min, min(ceiling, wanted)), why

@@ -194,6 +194,7 @@ class Standing:
     time: str | None  # when that batch ran (RFC 3339)
     rate: float | None  # input rows per second around then
     by: str | None = None  # who ran that batch (a driver Pod's name), when it said
+    end: int | None = None  # the input partitions' end offsets added up: their growth is the arrival rate
 
 
 def standing(
@@ -247,6 +248,7 @@ def standing(
         time=str(newest["time"]) if "time" in newest else None,
         rate=float(newest["rate"]) if "rate" in newest else None,
         by=str(newest["by"]) if "by" in newest else None,
+        end=sum(ends.values()),
     )
 
 

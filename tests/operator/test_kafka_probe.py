@@ -30,8 +30,8 @@ def test_partitions_and_standing_of_a_real_group(kafka_bootstrap: str, new_topic
         committed = reporter.report(None)
     assert committed
     assert probe.standing(kafka_bootstrap, group, [topic]) == kafka_probe.Standing(
-        lag=1, batch_id=5, time="2026-11-23T10:00:00.000Z", rate=0.0
-    )
+        lag=1, batch_id=5, time="2026-11-23T10:00:00.000Z", rate=0.0, end=9
+    )  # 9 records written: the end offsets add up to 9
 
 
 def test_an_unreachable_broker_is_a_retryable_error() -> None:

@@ -667,7 +667,9 @@ def test_autoscale_rolls_out_more_executors_under_load_and_fewer_after(
         return f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}Z"
 
     def load(rate: float, second: int) -> kafka_probe.Standing:
-        return kafka_probe.Standing(lag=0, batch_id=second, time=at(second), rate=rate)
+        # The driver's processed rate says 30/s (a backlog drained): the arrival rate decides.
+        end = int(rate * second)
+        return kafka_probe.Standing(lag=0, batch_id=second, time=at(second), rate=30.0, end=end)
 
     first = run(spec, now=at(0))
     assert first.status["executors"]["desired"] == 6  # a new app: one slot per input partition
@@ -676,7 +678,7 @@ def test_autoscale_rolls_out_more_executors_under_load_and_fewer_after(
     assert calm[-1].status["executors"]["desired"] == 1  # after a whole calm window: down to 1
     assert [e.reason for o in calm for e in o.events][:2] == ["Autoscaled", "RollingUpgrade"]
     scaled_down = next(e for o in calm for e in o.events if e.reason == "Autoscaled")
-    assert "executors 6 → 1: input 4.0 records/s" in scaled_down.message
+    assert "executors 6 → 1: arriving 4.0 records/s" in scaled_down.message
     assert "scale down" in calm[-1].status["autoscale"]["reason"] or calm[-1].status["phase"] == "Upgrading"
     recommendations = calm[-1].status["autoscale"]["recommendations"]
     assert recommendations == []  # started afresh at the change; none taken during the rollout

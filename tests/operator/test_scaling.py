@@ -126,3 +126,27 @@ def test_autoscale_settings_are_checked() -> None:
             executors=deployment.Executors(replicas=2),
             autoscale=deployment.Autoscale(records_per_second_per_core=5),
         )
+
+
+def _sample(before: scaling.Arrival | None, end: int | None, second: float) -> scaling.Arrival | None:
+    return scaling.arrival(before, end, T0 + datetime.timedelta(seconds=second))
+
+
+def test_the_arrival_rate_is_the_growth_of_the_inputs_end_offsets_over_at_least_10_s() -> None:
+    first = _sample(None, 1000, 0)
+    assert first == scaling.Arrival(T0, 1000, None)  # one sample: no rate yet
+    assert _sample(first, 1030, 4) is first  # 4 s later: too short a span, the older one stays
+    second = _sample(first, 1120, 10)
+    assert second is not None and second.rate == 12.0 and second.end == 1120
+    assert _sample(second, None, 30) is second  # Kafka said nothing new: keep what is known
+    recreated = _sample(second, 5, 30)
+    assert recreated is not None and recreated.rate is None and recreated.end == 5  # starts afresh
+
+
+def test_a_draining_backlog_does_not_scale_beyond_what_arrives() -> None:
+    # 12 records/s arrive; 2 executors process 30/s while 600 records behind drain. The demand is
+    # what arrives plus the excess lag over the window — the drain's speed is not demand.
+    arrived = _sample(_sample(None, 0, 0), 120, 10)
+    assert arrived is not None and arrived.rate == 12.0
+    scaled = _step(3, arrived.rate, 650, [], 0)
+    assert "demand 22.0 records/s" in scaled.reason  # 12 + (650 - 50) / 60

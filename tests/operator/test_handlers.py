@@ -1,0 +1,57 @@
+"""The handlers write each reconciliation's status before the next reconciliation of the app can
+start: it decides from that status (the autoscaler's count and recommendations, a given-up
+revision), so a write left to kopf after the lock is released lets a concurrent trigger decide
+again from the status before it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from conftest import REF, FakeCluster, FakeProbe
+
+from streamapp.operator import desired, handlers, models
+
+
+class _LockWatchingCluster(FakeCluster):
+    """Records whether the app's lock was held at each status write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.context: handlers.Context | None = None
+        self.locked_at_write: list[bool] = []
+
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None:
+        assert self.context is not None
+        self.locked_at_write.append(self.context.lock(f"{namespace}/{name}").locked())
+        super().patch_status(api_version, kind, namespace, name, status)
+
+
+def _app(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{models.GROUP}/{models.VERSION}",
+        "kind": models.KIND,
+        "metadata": {"name": REF.name, "namespace": REF.namespace, "uid": REF.uid, "generation": 1},
+        "spec": spec,
+    }
+
+
+def test_the_status_is_written_under_the_apps_lock_and_read_back_by_the_next_reconciliation(
+    spec: dict[str, Any],
+) -> None:
+    cluster = _LockWatchingCluster()
+    context = handlers.Context(cluster=cluster, probe=FakeProbe({"text-lines": 6}), options=desired.Options())
+    cluster.context = context
+    body = _app(spec)
+    cluster.objects[(models.KIND, REF.namespace, REF.name)] = body
+    first = handlers._reconcile(context, "create", REF, body)
+    assert first is not None
+    stored = cluster.objects[(models.KIND, REF.namespace, REF.name)]["status"]
+    assert stored == first.status and stored["executors"]["desired"] == 3
+    assert cluster.locked_at_write == [True]
+    # A trigger holding an older body (a Pod event's) still decides from the status just written.
+    again = handlers._reconcile(context, "pod", REF, body)
+    assert again is not None and again.status["targetRevision"] == first.status["targetRevision"]
+    assert cluster.locked_at_write == [True]  # nothing changed: nothing written
