@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import itertools
 import json
 import pathlib
 import platform
@@ -32,8 +31,8 @@ import node_agent_proc
 import operator_proc
 import pytest
 import rollouts
+from agent_apps import App, pods
 from operator_proc import APPS_NAMESPACE, apply, manifest
-from test_apps_run import _App, _pods
 
 from streamapp.runtime.kafka import admin
 
@@ -100,7 +99,7 @@ def _series(
     doc["spec"]["deployment"]["upgradePolicy"] = policy
     doc["spec"]["checkpointLocation"] = str(tmp_path / f"checkpoint-{policy}")
     doc["spec"]["processingGuarantee"] = "exactly_once_v2"
-    app = _App(name, kube, agent, bootstrap)
+    app = App(name, kube, agent, bootstrap)
     apply(kube, doc)
     feed = rollouts.Feed(bootstrap, source).start()
     lease: rollouts.LeaseWatch | None = None
@@ -109,7 +108,7 @@ def _series(
 
         def settled(revision: str | None) -> dict[str, Any] | None:
             status = app.status()
-            drivers = _pods(kube, f"streamapp.io/app={name},spark-role=driver")
+            drivers = pods(kube, f"streamapp.io/app={name},spark-role=driver")
             ok = (
                 len(drivers) == 1
                 and status.get("currentRevision") == status.get("targetRevision") != revision
@@ -224,7 +223,7 @@ def test_a_load_step_is_autoscaled_up_and_back_without_oscillating(
 ) -> None:
     """spec.deployment.autoscale sized at 5 records/s per core, a 40 s stabilization window, 4 input
     partitions: 3 lines/s needs 1 executor, 12 lines/s (×4) needs 3. The executor count and the lag
-    are sampled every 2 s through the step up and back; results in ROLLOUTS.md."""
+    are sampled every 2 s through the step up and back; results in ROLLOUTS.md and autoscale.json."""
     kube = streamapp_operator.kube
     name = "bench-autoscale"
     source = new_topic(4)
@@ -236,76 +235,25 @@ def test_a_load_step_is_autoscaled_up_and_back_without_oscillating(
         "recordsPerSecondPerCore": 5, "targetLag": 100, "stabilizationWindow": "40s",
     }  # fmt: skip
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint-autoscale")
-    app = _App(name, kube, agent_node, kafka_bootstrap)
+    app = App(name, kube, agent_node, kafka_bootstrap)
     apply(kube, doc)
     feed = rollouts.Feed(kafka_bootstrap, source, interval=1 / 3).start()
-    samples: list[tuple[float, int | None, int | None, str]] = []
-    began = time.time()
-
-    def sample() -> dict[str, Any]:
-        status = app.status()
-        samples.append(
-            (
-                round(time.time() - began, 1),
-                (status.get("executors") or {}).get("desired"),
-                status.get("lag"),
-                str(status.get("phase")),
-            )
-        )
-        return status
-
-    def at(executors: Callable[[int], bool], timeout: float) -> float:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            status = sample()
-            ready = operator_proc.condition(status, "Ready").get("status") == "True"
-            count = (status.get("executors") or {}).get("desired")
-            if count is not None and executors(count) and status.get("phase") == "Running" and ready:
-                return time.time()
-            time.sleep(2)
-        pytest.fail(
-            f"{name}: the executor count never settled as asked within {timeout:.0f} s: {samples[-10:]}"
-        )
-
     try:
-        at(lambda n: n == 1, 600)  # a new app starts at one executor per partition, then calms down to 1
-        stepped = time.time()
-        feed.interval = 1 / 12
-        up = at(lambda n: n >= 2, 600)  # 12 records/s at 5 per core: 3 (2 while the rate ramps up)
-        caught_up = time.time()
-        while time.time() - caught_up < 30:
-            sample()
-            time.sleep(2)
-        calmed = time.time()
-        feed.interval = 1 / 3
-        down = at(lambda n: n == 1, 600)
-        for _ in range(10):
-            sample()
-            time.sleep(2)
+        step = rollouts.load_step(app, feed, low=3, high=12, executors=3, target_lag=100)
     finally:
         feed.stop()
     kube.kubectl("delete", "sapp", name, "-n", NS, "--timeout=120s", timeout=130)
-    counts = [n for _, n, _, _ in samples if n is not None]
-    changes = [(a, b) for a, b in itertools.pairwise(counts) if a != b]
-    lags = [lag for t, _, lag, _ in samples if lag is not None and began + t >= up and began + t <= calmed]
-    peak = max((n for t, n, _, _ in samples if n is not None and began + t >= stepped), default=0)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    timeline = [{"t": t, "executors": n, "lag": lag, "phase": phase} for t, n, lag, phase in samples]
+    timeline = [{"t": t, "executors": n, "lag": lag, "phase": phase} for t, n, lag, phase in step.samples]
     (RESULTS / "autoscale.json").write_text(
         json.dumps({"command": COMMAND, "samples": timeline}, indent=2) + "\n"
     )
     summary = (
-        "\n## Autoscaling a load step\n\n3 → 12 → 3 lines/s, 4 partitions, 5 records/s per core, "
-        f"window 40 s: scaled up to {peak} executors {up - stepped:.0f} s after the step "
-        "(settled, hand-over included), "
-        f"down to 1 {down - calmed:.0f} s after the load fell; lag while scaled up at most "
-        f"{max(lags, default=0)}; executor count changes: {changes}. Samples (t s, executors, lag, phase) "
-        "in autoscale.json.\n"
+        "\n## Autoscaling a load step\n\n4 input partitions, 5 records/s per core, target lag 100: "
+        + rollouts.summary(step, low=3, high=12, window=40)
+        + ". Samples (t s, executors, lag, phase) in autoscale.json.\n"
     )
     with (RESULTS / "ROLLOUTS.md").open("a") as out:
         out.write(summary)
     print(summary)
-    ups = [b > a for a, b in changes]
-    turns = sum(1 for a, b in itertools.pairwise(ups) if a != b)
-    assert ups[-1] is False and True in ups and turns <= 2, changes  # down, up, down: no oscillation
-    assert max(lags, default=0) <= 100 * 4, lags
+    rollouts.assert_calm(step, window=40)

@@ -6,7 +6,8 @@ test (``make test``) and the five-redeploy comparison (``make bench-rollouts``).
 output. :func:`measure` reads it back: the longest gap between consecutive output records in a
 window of time, and against the words sent, how many were lost or counted twice.
 :class:`LeaseWatch` records every change of the app's Lease holder as the API server sends it
-(``kubectl get lease -w``): the fence two drivers must never share.
+(``kubectl get lease -w``): the fence two drivers must never share. :func:`load_step` raises a
+feed's rate and lowers it again under ``spec.deployment.autoscale`` and samples the executor count.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import time
 from typing import Any
 
 import cluster
+import operator_proc
+import pytest
+from agent_apps import App
 from confluent_kafka import Producer
 
 from streamapp.runtime.kafka import admin
 
-__all__ = ["Feed", "LeaseWatch", "Output", "measure"]
+__all__ = ["Feed", "LeaseWatch", "LoadStep", "Output", "assert_calm", "load_step", "measure"]
 
 
 class Feed:
@@ -61,6 +65,11 @@ class Feed:
     def rate(self) -> float:
         """Words acknowledged per second from start to stop (or now): what the feed achieved."""
         return len(self.sent) / max(1e-9, (self._stopped or time.time()) - self._started)
+
+    @property
+    def started(self) -> float:
+        """When the feed started (``time.time()``)."""
+        return self._started
 
     def start(self) -> Feed:
         self._started = time.time()
@@ -143,3 +152,117 @@ class LeaseWatch:
         """Changes from one driver straight to another: the fence was taken, not handed back."""
         changes = [h for _, h in self.holders]
         return [(a, b) for a, b in itertools.pairwise(changes) if a and b and a != b]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadStep:
+    """A load step's timeline: samples (s since the feed started, executors desired, lag, phase)
+    and when things happened (s on the same clock)."""
+
+    samples: list[tuple[float, int | None, int | None, str]]
+    stepped: float  # the rate was raised
+    added: float  # the first executor was added (the decision, before its hand-over)
+    high: float  # the high count runs and is Ready
+    caught_up: float  # ... and the lag is back at its target
+    fell: float  # the rate was lowered
+    removed: float  # the first executor was removed
+    low: float  # back at one executor, running and Ready
+
+    @property
+    def changes(self) -> list[tuple[int, int]]:
+        counts = [n for _, n, _, _ in self.samples if n is not None]
+        return [(a, b) for a, b in itertools.pairwise(counts) if a != b]
+
+    def counts_after(self, t: float) -> list[int]:
+        return [n for at, n, _, _ in self.samples if n is not None and at >= t]
+
+
+def load_step(
+    app: App, feed: Feed, *, low: float, high: float, executors: int, target_lag: int, timeout: float = 600
+) -> LoadStep:
+    """Run ``feed`` at ``low`` records/s until the app settles at one executor, at ``high`` until it
+    settles at ``executors`` or more with the lag at ``target_lag`` or below (and 20 s more), then at ``low``
+    until it is back at one. The executor count and lag are sampled every 2 s throughout."""
+    began = feed.started
+    samples: list[tuple[float, int | None, int | None, str]] = []
+
+    def sample() -> tuple[dict[str, Any], float]:
+        status = app.status()
+        at = round(time.time() - began, 1)
+        count = (status.get("executors") or {}).get("desired")
+        samples.append((at, count, status.get("lag"), str(status.get("phase"))))
+        return status, at
+
+    def until(what: str, done: Any) -> float:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status, at = sample()
+            if done(status):
+                return at
+            time.sleep(2)
+        pytest.fail(f"{app.name}: {what} within {timeout:.0f} s; last samples: {samples[-10:]}")
+
+    def settled(count: int, *, at_least: bool = False) -> Any:
+        def check(status: dict[str, Any]) -> bool:
+            n = (status.get("executors") or {}).get("desired")
+            return (
+                n is not None
+                and (n >= count if at_least else n == count)
+                and status.get("phase") == "Running"
+                and operator_proc.condition(status, "Ready").get("status") == "True"
+            )
+
+        return check
+
+    def desired(status: dict[str, Any]) -> int:
+        return int((status.get("executors") or {}).get("desired") or 0)
+
+    feed.interval = 1 / low
+    until("never settled at 1 executor", settled(1))
+    stepped = time.time() - began
+    feed.interval = 1 / high
+    added = until("added no executor", lambda s: desired(s) > 1)
+    reached = until(f"never settled at {executors} executors", settled(executors, at_least=True))
+    caught_up = until(
+        f"the lag never fell to {target_lag}",
+        lambda s: settled(executors, at_least=True)(s) and (s.get("lag") or 0) <= target_lag,
+    )
+    held = time.time()
+    while time.time() - held < 20:
+        sample()
+        time.sleep(2)
+    fell = time.time() - began
+    feed.interval = 1 / low
+    peak = desired(sample()[0])
+    removed = until("removed no executor", lambda s: desired(s) < peak)
+    back = until("never settled back at 1 executor", settled(1))
+    for _ in range(10):
+        sample()
+        time.sleep(2)
+    return LoadStep(samples, stepped, added, reached, caught_up, fell, removed, back)
+
+
+def assert_calm(step: LoadStep, window: float) -> None:
+    """Issue 17's load step: an executor added within the stabilization window of the step, the
+    count only rising while the load is high and only falling after, back at one."""
+    assert step.added - step.stepped <= window, (step.added - step.stepped, step.samples)
+    rising = step.counts_after(step.stepped)[
+        : len(step.counts_after(step.stepped)) - len(step.counts_after(step.fell))
+    ]
+    falling = step.counts_after(step.fell)
+    assert all(a <= b for a, b in itertools.pairwise(rising)), ("down while the load was high", rising)
+    assert all(a >= b for a, b in itertools.pairwise(falling)), ("up after the load fell", falling)
+    assert falling[-1] == 1, falling
+
+
+def summary(step: LoadStep, *, low: float, high: float, window: float) -> str:
+    """One paragraph for the results and the test report."""
+    return (
+        f"{low:g} → {high:g} → {low:g} records/s, window {window:g} s: an executor added "
+        f"{step.added - step.stepped:.0f} s after the step, the high count running "
+        f"{step.high - step.stepped:.0f} s after it (hand-overs included) and the lag back at its target "
+        f"{step.caught_up - step.stepped:.0f} s after it; the first executor removed "
+        f"{step.removed - step.fell:.0f} s after the load fell, back at 1 after "
+        f"{step.low - step.fell:.0f} s. "
+        f"Executor count changes: {step.changes}"
+    )

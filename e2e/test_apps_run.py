@@ -26,20 +26,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import cluster
 import node_agent_proc
 import operator_proc
 import procfs
 import pytest
 import rollouts
+from agent_apps import App, pods
 from operator_proc import APPS_NAMESPACE, apply, manifest
 
 from streamapp.runtime.kafka import admin
 
-#: Spark on a loaded 2-core machine: a driver with two executor JVMs took 277 s to its first output
-#: once (load average 25), so waits are generous; the figures in the report are what matters.
 pytestmark = pytest.mark.timeout(2400)
-WAIT = 600
 
 NS = APPS_NAMESPACE
 BATCHES = [
@@ -96,68 +93,6 @@ def _latest(changelog: list[tuple[str, int]]) -> dict[str, int]:
     return dict(changelog)
 
 
-def _pods(kube: cluster.Cluster, selector: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = json.loads(
-        kube.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "json")
-    )["items"]
-    return found
-
-
-def _running_ready(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def ready(pod: dict[str, Any]) -> bool:
-        conditions = pod["status"].get("conditions") or []
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-    return [
-        p
-        for p in pods
-        if p["status"].get("phase") == "Running" and ready(p) and not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-class _App:
-    """One app under test: its topics, what was produced, and ways to wait on it."""
-
-    def __init__(
-        self, name: str, kube: cluster.Cluster, agent: node_agent_proc.AgentProcess, bootstrap: str
-    ) -> None:
-        self.name, self.kube, self.agent, self.bootstrap = name, kube, agent, bootstrap
-        self.sent: list[str] = []
-
-    def diagnose(self) -> str:
-        driver = f"{self.name}-driver"
-        return (
-            f"\n--- driver log:\n{self.agent.container_log(NS, driver, 'driver')}"
-            f"\n--- agent log:\n{self.agent.tail(40)}"
-        )
-
-    def eventually(self, what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = check()
-                if last:
-                    return last
-            except cluster.ClusterError as err:
-                last = err
-            time.sleep(1)
-        pytest.fail(f"{self.name}: {what} within {timeout:.0f}s (last: {last}){self.diagnose()}")
-
-    def status(self) -> dict[str, Any]:
-        return operator_proc.app_status(self.kube, NS, self.name)
-
-    def listing(self) -> str:
-        return self.kube.kubectl("get", "sapp", self.name, "-n", NS).rstrip()
-
-    def executors(self) -> list[dict[str, Any]]:
-        return _running_ready(_pods(self.kube, f"streamapp.io/app={self.name},spark-role=executor"))
-
-    def driver_pod(self) -> dict[str, Any] | None:
-        pods = _pods(self.kube, f"streamapp.io/app={self.name},spark-role=driver")
-        return pods[0] if pods else None
-
-
 def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     agent_node: node_agent_proc.AgentProcess,
     streamapp_operator: operator_proc.Operator,
@@ -176,7 +111,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     source, sink = new_topic(2), new_topic(1)
     doc = manifest("wc-real", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
-    app = _App("wc-real", kube, agent_node, kafka_bootstrap)
+    app = App("wc-real", kube, agent_node, kafka_bootstrap)
     expected: collections.Counter[str] = collections.Counter()
 
     def produce(lines: list[str]) -> None:
@@ -293,7 +228,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
 
     kube.kubectl("delete", "sapp", "wc-real", "-n", NS, "--timeout=120s", timeout=130)
     app.eventually(
-        "the app's Pods outlived it", lambda: not _pods(kube, "streamapp.io/app=wc-real"), timeout=120
+        "the app's Pods outlived it", lambda: not pods(kube, "streamapp.io/app=wc-real"), timeout=120
     )
 
 
@@ -314,7 +249,7 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
         {"mapValues": {"function": "no_such_pkg.mod:fn"}},
         {"to": {"topic": doc["spec"]["topology"]["streams"][0]["steps"][-1]["to"]["topic"]}},
     ]
-    app = _App("crasher", kube, agent_node, kafka_bootstrap)
+    app = App("crasher", kube, agent_node, kafka_bootstrap)
     began = time.monotonic()
     apply(kube, doc)
     try:
@@ -332,7 +267,7 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
         kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
 
 
-def _shows_degraded(app: _App, began: float, streamapp_report: Callable[[str], None]) -> None:
+def _shows_degraded(app: App, began: float, streamapp_report: Callable[[str], None]) -> None:
 
     def degraded() -> dict[str, Any] | None:
         status = app.status()
@@ -385,7 +320,7 @@ def test_a_lost_node_s_driver_is_replaced_on_another_node(
     source, sink = new_topic(1), new_topic(1)
     doc = manifest("nodeloss", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
-    app = _App("nodeloss", kube, spare, kafka_bootstrap)
+    app = App("nodeloss", kube, spare, kafka_bootstrap)
     expected: collections.Counter[str] = collections.Counter()
 
     def produce(lines: list[str]) -> None:
@@ -447,7 +382,7 @@ def test_executors_that_cannot_start_show_degraded_with_their_exit_code(
     doc = manifest("badexec", source=new_topic(1), sink=new_topic(1), bootstrap=kafka_bootstrap, **SIZING)
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
     doc["spec"]["sparkConf"] = {"spark.executor.extraJavaOptions": "-Xss1k"}
-    app = _App("badexec", kube, agent_node, kafka_bootstrap)
+    app = App("badexec", kube, agent_node, kafka_bootstrap)
     began = time.monotonic()
     apply(kube, doc)
     try:
@@ -509,7 +444,7 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
     )
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
     doc["spec"]["processingGuarantee"] = "exactly_once_v2"
-    app = _App(name, kube, agent_node, kafka_bootstrap)
+    app = App(name, kube, agent_node, kafka_bootstrap)
     apply(kube, doc)
     feed = rollouts.Feed(kafka_bootstrap, source).start()
     request.addfinalizer(feed.stop)
@@ -528,7 +463,7 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
     apply(kube, doc)
     app.eventually(
         "the new revision's driver was never created",
-        lambda: any(p["metadata"]["name"] == f"{name}-driver-b" for p in _pods(kube, "spark-role=driver")),
+        lambda: any(p["metadata"]["name"] == f"{name}-driver-b" for p in pods(kube, "spark-role=driver")),
     )
     streamapp_operator.kill()  # mid-rollout: the new driver starts, the old one serves
     time.sleep(3)
@@ -536,9 +471,9 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
 
     def handed_over() -> dict[str, Any] | None:
         status = app.status()
-        pods = {p["metadata"]["name"] for p in _pods(kube, f"streamapp.io/app={name},spark-role=driver")}
+        drivers = {p["metadata"]["name"] for p in pods(kube, f"streamapp.io/app={name},spark-role=driver")}
         ok = (
-            pods == {f"{name}-driver-b"}
+            drivers == {f"{name}-driver-b"}
             and status.get("currentRevision") == status.get("targetRevision") != old_revision
             and operator_proc.condition(status, "Ready").get("status") == "True"
         )
@@ -586,8 +521,8 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
     refused_in = time.monotonic() - tried
     message = operator_proc.condition(status, "Degraded")["message"]
     assert "windows was 'none', now 'tumbling 60000 ms'" in message, message
-    pods = {p["metadata"]["name"] for p in _pods(kube, f"streamapp.io/app={name},spark-role=driver")}
-    assert pods == {f"{name}-driver-b"} and status["currentRevision"] == after["currentRevision"], status
+    drivers = {p["metadata"]["name"] for p in pods(kube, f"streamapp.io/app={name},spark-role=driver")}
+    assert drivers == {f"{name}-driver-b"} and status["currentRevision"] == after["currentRevision"], status
     streamapp_report(
         f"incompatible change (count per 1-minute window) refused in {refused_in:.1f} s: {message}"
     )
@@ -665,3 +600,49 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
         f"a revision failing after the hand-over (an ANSI cast of 'oops!' to int): rolled back to "
         f"revision {stable} and processing {rolled_back_in:.1f} s after the bad line; Degraded: {message}"
     )
+
+
+def test_a_load_step_is_autoscaled_up_and_back_calmly(
+    agent_node: node_agent_proc.AgentProcess,
+    streamapp_operator: operator_proc.Operator,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    streamapp_report: Callable[[str], None],
+    request: pytest.FixtureRequest,
+) -> None:
+    """spec.deployment.autoscale at 5 records/s per core and a 20 s stabilization window, 2 input
+    partitions: 2 lines/s needs 1 executor, 8 lines/s (×4) needs 2. The app starts at 2 (one per
+    partition), comes down to 1, goes up to 2 within the window of the step and back to 1 once the
+    load falls, with no reversal (``make bench-rollouts`` runs the larger step)."""
+    kube = streamapp_operator.kube
+    name = "autoscaled"
+    request.addfinalizer(
+        lambda: kube.kubectl(
+            "delete", "sapp", name, "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
+        )
+    )
+    source = new_topic(2)
+    doc = manifest(
+        name,
+        source=source,
+        sink=f"{source}-out",
+        bootstrap=kafka_bootstrap,
+        **SIZING,
+        upgradePolicy="rolling",
+    )
+    doc["spec"]["deployment"]["autoscale"] = {
+        "recordsPerSecondPerCore": 5, "targetLag": 50, "stabilizationWindow": "20s",
+    }  # fmt: skip
+    doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    app = App(name, kube, agent_node, kafka_bootstrap)
+    apply(kube, doc)
+    feed = rollouts.Feed(kafka_bootstrap, source, interval=1 / 2).start()
+    request.addfinalizer(feed.stop)
+    step = rollouts.load_step(app, feed, low=2, high=8, executors=2, target_lag=50)
+    feed.stop()
+    streamapp_report(
+        "autoscaling, 2 input partitions, 5 records/s per core: "
+        + rollouts.summary(step, low=2, high=8, window=20)
+    )
+    rollouts.assert_calm(step, window=20)
