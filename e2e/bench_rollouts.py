@@ -40,15 +40,7 @@ pytestmark = pytest.mark.timeout(3600)
 NS = APPS_NAMESPACE
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "tests" / "bench" / "results"
 COMMAND = ".venv/bin/python -m pytest e2e/bench_rollouts.py -s   (make bench-rollouts)"
-#: Small requests, so that two drivers and their executors fit the agent's 2 cores during a
-#: hand-over (the agent does not enforce them; they only let the scheduler place the Pods).
-SIZING: dict[str, Any] = {
-    "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
-    "resources": {
-        "driver": {"cpu": "100m", "memory": "512m"},
-        "executor": {"cpu": "200m", "memory": "512m"},
-    },
-}
+SIZING = operator_proc.SIZING
 
 Change = Callable[[dict[str, Any], str, str], None]
 

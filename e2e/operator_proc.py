@@ -185,13 +185,15 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
 
 
-#: Apps that really run on a node agent, sized for 2 cores: the driver requests 250m CPU and a 512m
-#: heap, each executor 500m CPU (one task slot) and a 512m heap.
+#: Apps that really run on a node agent, sized for its 2 cores: the driver requests 100m CPU and a
+#: 512m heap, each executor 200m CPU (one task slot) and a 512m heap — small enough that during a
+#: rolling hand-over two drivers and both executor sets (up to 4 each) fit. The agent does not
+#: enforce requests; they only let the scheduler place the Pods.
 SIZING: dict[str, Any] = {
     "executors": {"min": 1, "max": 4, "coresPerExecutor": 1},
     "resources": {
-        "driver": {"cpu": "250m", "memory": "512m"},
-        "executor": {"cpu": "500m", "memory": "512m"},
+        "driver": {"cpu": "100m", "memory": "512m"},
+        "executor": {"cpu": "200m", "memory": "512m"},
     },
 }
 

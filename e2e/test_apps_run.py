@@ -7,10 +7,11 @@ the driver creates its executor Pods, which run Spark's executor entrypoint. The
 operator exists for is measured: kill -9 of the driver process, kill -9 of an executor, more input
 partitions, and a driver that cannot start.
 
-Sizing for 2 cores: the driver requests 250m CPU and a 512m heap, each executor 500m CPU (one task
-slot: coresPerExecutor 1) and a 512m heap, so two executors (two partitions) and then three fit the
-Node's 2 cores. The checkpoint is a local folder on this machine, which the old and the new driver
-both see (in a cluster it would be a shared volume or object store).
+Sizing for 2 cores (``operator_proc.SIZING``): the driver requests 100m CPU and a 512m heap, each
+executor 200m CPU (one task slot: coresPerExecutor 1) and a 512m heap, so that two drivers and both
+their executor sets fit the Node during a rolling hand-over (the default upgrade policy). The
+checkpoint is a local folder on this machine, which the old and the new driver both see (in a
+cluster it would be a shared volume or object store).
 """
 
 from __future__ import annotations

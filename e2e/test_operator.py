@@ -20,7 +20,7 @@ import cluster
 import operator_proc
 import pytest
 import yaml
-from operator_proc import APPS_NAMESPACE, apply, deployed, driver, manifest
+from operator_proc import APPS_NAMESPACE, apply, deployed, driver
 
 from streamapp.runtime.kafka import admin
 
@@ -35,6 +35,12 @@ VALID_IN_A_CLUSTER = {"bad-function-ref"}
 #: it): the operator is judged on the first of their problems it can see, the form's.
 CLUSTER_PROBLEM = {"process-bad-references": "process needs a stream, but its input is a table"}
 OWNED_KINDS = "pods,services,configmaps,serviceaccounts,roles.rbac.authorization.k8s.io,rolebindings"
+
+
+def manifest(name: str, **kwargs: Any) -> dict[str, Any]:
+    """operator_proc's word count with ``upgradePolicy: recreate``: a KWOK driver Pod runs nothing,
+    so none would ever wait in standby for a rolling hand-over (test_apps_run tests rolling)."""
+    return operator_proc.manifest(name, upgradePolicy="recreate", **kwargs)
 
 
 def _eventually(what: str, check: Callable[[], Any], timeout: float = 60, operator: Any = None) -> Any:

@@ -173,6 +173,28 @@ def _executors(
     return ready, sorted(failed)
 
 
+def _unschedulable(
+    cluster: cluster_.Cluster, ref: desired.AppRef, driver: Mapping[str, Any] | None
+) -> str | None:
+    """Why ``driver`` or one of its executors waits for a Node (the scheduler's message), if one does."""
+    if driver is None:
+        return None
+    uid = (driver.get("metadata") or {}).get("uid")
+    executors = [
+        pod
+        for pod in cluster.list(
+            "v1", "Pod", ref.namespace, f"{desired.APP_LABEL}={ref.name},spark-role=executor"
+        )
+        if uid in {o.get("uid") for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
+    ]
+    for pod in [driver, *executors]:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                name = (pod.get("metadata") or {}).get("name")
+                return f"Pod {name} cannot be scheduled: {cond.get('message') or 'no Node fits it'}"
+    return None
+
+
 def _kafka_config(
     app: models.StreamApp, ref: desired.AppRef, cluster: cluster_.Cluster, events: list[Event]
 ) -> dict[str, str] | None:
@@ -801,6 +823,11 @@ def _roll(
             else f"driver Pod {new.name} did not reach standby within {deadline:.0f} s "
             "(spec.deployment.progressDeadline)"
         )
+        if waiting := _unschedulable(cluster, ref, new_pod) if new.phase not in status.ENDED else None:
+            why = (
+                f"{why}: {waiting} — a rolling upgrade needs room for a second driver and its "
+                "executors; make room, or use upgradePolicy: recreate"
+            )
         cluster.delete("v1", "Pod", ref.namespace, new.name, grace_seconds=desired.GRACE_SECONDS)
         failed = f"rolling upgrade to revision {wanted.revision} given up, {old.name} keeps running: {why}"
         events.append(Event("Warning", "RollbackUpgrade", failed))

@@ -210,14 +210,15 @@ class Deployment(_Model):
         default=None, description="Reprocess from earliest, latest or a timestamp, on a fresh checkpoint."
     )
     upgrade_policy: Literal["rolling", "recreate"] = pydantic.Field(
-        default="recreate",
-        description="How a changed spec is rolled out: recreate stops the driver at a micro-batch "
-        "boundary, then starts the new one; rolling starts the new driver beside the running one and, "
+        default="rolling",
+        description="How a changed spec is rolled out: rolling (the default) starts the new driver "
+        "beside the running one (room for a second driver and its executors is needed meanwhile) and, "
         "once it waits in standby (Spark up, plan compiled), stops the old one at a batch boundary and "
         "hands the checkpoint over. A new driver that fails or does not reach standby within "
         "progressDeadline is deleted and the running revision kept (status.failedRevision); one that "
         "fails after the hand-over, or completes no micro-batch within progressDeadline of its start, "
-        "is replaced by the last revision that processed (rolled back).",
+        "is replaced by the last revision that processed (rolled back). recreate stops the driver at a "
+        "micro-batch boundary, then starts the new one: a longer gap in the output, no room needed.",
     )
     progress_deadline: str | None = pydantic.Field(
         default=None,

@@ -65,13 +65,19 @@ def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) 
     assert (
         second.status["currentRevision"] == second.status["targetRevision"] == _driver_revision(fake_cluster)
     )
-    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 6  # idempotent; the Pod is left alone
+    # Idempotent, the Pod left alone; the revision's first own batch records it as the stable one
+    # (rolling, the default: what a failed upgrade returns to).
+    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 7
+    assert fake_cluster.calls[-1] == ("apply", "ConfigMap", "wordcount-stable")
     assert second.events == []
+    assert run(spec, standing=kafka_probe.Standing(lag=0, batch_id=1, time=NOW)).events == []
+    assert [c[0] for c in fake_cluster.calls] == ["apply"] * 6  # recorded once
 
 
 def test_more_partitions_restart_the_driver_with_more_executors(
     run: Any, spec: dict[str, Any], fake_cluster: Any
 ) -> None:
+    spec["deployment"]["upgradePolicy"] = "recreate"  # rolling: see the hand-over tests
     run(spec)
     fake_cluster.run_pod(DRIVER)
     old = _driver_revision(fake_cluster)
@@ -519,6 +525,35 @@ def test_a_rolling_upgrade_not_in_standby_within_its_progress_deadline_is_given_
     assert "did not reach standby within 90 s (spec.deployment.progressDeadline)" in late.events[0].message
     assert ("delete", "Pod", f"{DRIVER}-b") in fake_cluster.calls
     assert "deletionTimestamp" not in fake_cluster.objects[("Pod", "apps", DRIVER)]["metadata"]
+
+
+def test_a_rolling_upgrade_without_room_for_the_new_driver_says_so_when_given_up(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    run(spec)  # rolling: the default
+    fake_cluster.run_pod(DRIVER)
+    spec["topology"]["streams"][0]["steps"][1]["filter"] = "value != 'x'"
+    run(spec)
+    new = fake_cluster.objects[("Pod", "apps", f"{DRIVER}-b")]
+    new["metadata"]["creationTimestamp"] = NOW
+    new["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu.",
+            }
+        ],
+    }
+    late = run(spec, now="2026-01-01T00:05:01Z")
+    assert [e.reason for e in late.events] == ["RollbackUpgrade"]
+    assert (
+        f"did not reach standby within 300 s (spec.deployment.progressDeadline): Pod {DRIVER}-b cannot be "
+        "scheduled: 0/1 nodes are available: 1 Insufficient cpu. — a rolling upgrade needs room for a "
+        "second driver and its executors; make room, or use upgradePolicy: recreate"
+    ) in late.events[0].message
 
 
 @pytest.mark.parametrize("policy", ["recreate", "rolling"])

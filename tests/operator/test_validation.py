@@ -67,7 +67,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ),
     (
         "a progress deadline with recreate",
-        lambda s: s["deployment"].update(progressDeadline="2m"),
+        lambda s: s["deployment"].update(progressDeadline="2m", upgradePolicy="recreate"),
         "spec.deployment: progressDeadline applies to upgradePolicy: rolling",
     ),
     (
