@@ -522,7 +522,12 @@ def _size(
     last = None
     if sampled is not None and isinstance(sample.get("end"), int):
         last = scaling.Arrival(sampled, sample["end"], sample.get("rate"))
-    arrived = scaling.arrival(last, standing.end if standing is not None else None, clock)
+    arrived = scaling.arrival(
+        last,
+        standing.end if standing is not None else None,
+        clock,
+        every=scaling.sample_seconds(plan.autoscale),
+    )
     load = None
     if standing is not None and arrived is not None and arrived.rate is not None:
         load = scaling.Load(rate=arrived.rate, lag=standing.lag)

@@ -25,6 +25,7 @@ __all__ = [
     "arrival",
     "autoscale",
     "desired_executors",
+    "sample_seconds",
     "total_partitions",
 ]
 
@@ -62,9 +63,17 @@ class Load:
     lag: int
 
 
-#: Input samples closer together than this keep the older one: a rate over a few seconds (Pod
-#: events reconcile often during a hand-over) would swing with every producer batch.
-SAMPLE_SECONDS = 10.0
+#: Input samples closer together than a quarter of the stabilization window, within these bounds,
+#: keep the older one: a rate over a few seconds (Pod events reconcile often during a hand-over,
+#: and the reconciliation's clock counts whole seconds) would swing with every producer batch,
+#: while a sample much longer than a quarter window would delay a scale-up past the window.
+SAMPLE_SECONDS = (5.0, 10.0)
+
+
+def sample_seconds(policy: deployment.Autoscale) -> float:
+    """How far apart input samples are: a quarter of the window, between 5 and 10 s."""
+    low, high = SAMPLE_SECONDS
+    return max(low, min(high, policy.window_s() / 4))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +86,10 @@ class Arrival:
     rate: float | None = None
 
 
-def arrival(before: Arrival | None, end: int | None, now: datetime.datetime) -> Arrival | None:
-    """The next input sample: ``before`` until :data:`SAMPLE_SECONDS` have passed, then the growth
+def arrival(
+    before: Arrival | None, end: int | None, now: datetime.datetime, *, every: float = SAMPLE_SECONDS[1]
+) -> Arrival | None:
+    """The next input sample: ``before`` until ``every`` seconds have passed, then the growth
     of ``end`` since it. The rate records arrive at is the demand; the rate the app processed them
     is not — while a backlog drains it is higher, and the lag already counts the backlog.
 
@@ -89,7 +100,7 @@ def arrival(before: Arrival | None, end: int | None, now: datetime.datetime) -> 
     if before is None or end < before.end:
         return Arrival(now, end)
     elapsed = (now - before.time).total_seconds()
-    if elapsed < SAMPLE_SECONDS:
+    if elapsed < every:
         return before
     return Arrival(now, end, (end - before.end) / elapsed)
 

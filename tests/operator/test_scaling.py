@@ -143,6 +143,17 @@ def test_the_arrival_rate_is_the_growth_of_the_inputs_end_offsets_over_at_least_
     assert recreated is not None and recreated.rate is None and recreated.end == 5  # starts afresh
 
 
+@pytest.mark.parametrize(("window", "every"), [("10s", 5.0), ("20s", 5.0), ("32s", 8.0), ("2m", 10.0)])
+def test_input_samples_are_a_quarter_window_apart_between_5_and_10_s(window: str, every: float) -> None:
+    policy = deployment.Autoscale(records_per_second_per_core=5, stabilization_window=window)
+    assert scaling.sample_seconds(policy) == every
+    first = scaling.arrival(None, 0, T0, every=every)
+    early = scaling.arrival(first, 50, T0 + datetime.timedelta(seconds=every - 1), every=every)
+    assert early is first
+    due = scaling.arrival(first, 50, T0 + datetime.timedelta(seconds=every), every=every)
+    assert due is not None and due.rate == 50 / every
+
+
 def test_a_draining_backlog_does_not_scale_beyond_what_arrives() -> None:
     # 12 records/s arrive; 2 executors process 30/s while 600 records behind drain. The demand is
     # what arrives plus the excess lag over the window — the drain's speed is not demand.
