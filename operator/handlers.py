@@ -21,6 +21,7 @@ from typing import Any
 import kopf
 
 from streamapp.operator import cluster, desired, errors, kafka_probe, metrics, models, reconcile
+from streamapp.runtime import lease
 
 __all__ = ["Context", "configure"]
 
@@ -43,6 +44,8 @@ class Context:
     _locks_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     #: Nodes (name/uid) whose loss every app was already reconciled for.
     lost_nodes: set[str] = dataclasses.field(default_factory=set)
+    #: The standby driver each app's Lease names, as last acted on (Lease key → identity).
+    standby: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def lock(self, app: str) -> threading.Lock:
         with self._locks_lock:
@@ -216,6 +219,25 @@ def on_node_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) 
     for app in sorted(context.phases):
         namespace, name = app.split("/", 1)
         _reconcile_named(context, "node", namespace, name)
+
+
+@kopf.on.event(
+    "coordination.k8s.io", "v1", "leases", labels={desired.APP_LABEL: kopf.PRESENT},
+    annotations={lease.STANDBY_ANNOTATION: kopf.PRESENT},
+)  # fmt: skip
+def on_lease_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A new driver says on its app's Lease that it waits in standby: hand over now, not at the
+    next timer tick (30 s by default). Once per driver: the running driver renews the Lease every
+    few seconds, and each renewal is an event."""
+    context: Context = memo.context
+    key = f"{body.metadata.namespace}/{body.metadata.name}"
+    said = str(body.metadata.annotations.get(lease.STANDBY_ANNOTATION))
+    if context.standby.get(key) == said:
+        return
+    context.standby[key] = said
+    _reconcile_named(
+        context, "lease", str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
+    )
 
 
 def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) -> None:

@@ -5,12 +5,15 @@ again from the status before it."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Any
 
+import kopf
 from conftest import REF, FakeCluster, FakeProbe
 
 from streamapp.operator import desired, handlers, models
+from streamapp.runtime import lease
 
 
 class _LockWatchingCluster(FakeCluster):
@@ -55,3 +58,30 @@ def test_the_status_is_written_under_the_apps_lock_and_read_back_by_the_next_rec
     again = handlers._reconcile(context, "pod", REF, body)
     assert again is not None and again.status["targetRevision"] == first.status["targetRevision"]
     assert cluster.locked_at_write == [True]  # nothing changed: nothing written
+
+
+def test_a_driver_announcing_standby_reconciles_its_app_once_per_driver(monkeypatch: Any) -> None:
+    reconciled: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(
+        handlers,
+        "_reconcile_named",
+        lambda _context, trigger, ns, name: reconciled.append((trigger, ns, name)),
+    )
+    memo = kopf.Memo()
+    memo.context = handlers.Context(cluster=FakeCluster(), probe=FakeProbe(), options=desired.Options())
+
+    def lease_event(standby: str) -> None:
+        raw = {
+            "metadata": {
+                "name": "wordcount-driver",
+                "namespace": "apps",
+                "labels": {desired.APP_LABEL: "wordcount"},
+                "annotations": {lease.STANDBY_ANNOTATION: standby},
+            }
+        }
+        handlers.on_lease_event(body=kopf.Body(typing.cast(kopf.RawBody, raw)), memo=memo)
+
+    lease_event("wordcount-driver-b/1")
+    lease_event("wordcount-driver-b/1")  # the running driver renewed the Lease: no news
+    lease_event("wordcount-driver/2")  # the next upgrade's driver
+    assert reconciled == [("lease", "apps", "wordcount")] * 2

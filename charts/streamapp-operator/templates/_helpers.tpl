@@ -60,10 +60,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: ["create", "get", "list", "watch", "update", "patch", "delete"]
 {{- /* The driver's fence: each app's driver holds a Lease; the operator grants that in the
      driver's Role (so holds it too), releases the Lease of a driver it saw end, deletes it with
-     the app. */}}
+     the app, and watches the Leases for a driver announcing standby (a rolling hand-over). */}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["create", "get", "update", "patch", "delete"]
+  verbs: ["create", "get", "list", "watch", "update", "patch", "delete"]
 {{- /* The operator reads partition counts and lag from the app's Kafka with the app's own
      credentials: it reads the Secrets spec.kafka.tls/sasl name, one by name (get only: no
      list or watch, so it cannot enumerate Secrets it was not pointed at). */}}
