@@ -14,11 +14,18 @@ import operator_proc
 import pytest
 from operator_proc import APPS_NAMESPACE as NS
 
-__all__ = ["WAIT", "App", "pods", "running_ready"]
+__all__ = ["WAIT", "App", "delete_app", "pods", "running_ready"]
 
 #: Spark on a loaded 2-core machine: a driver with two executor JVMs took 277 s to its first output
 #: once (load average 25), so waits are generous; the figures in the report are what matters.
 WAIT = 600
+
+
+def delete_app(kube: cluster.Cluster, name: str, *, missing_ok: bool = False) -> None:
+    """``kubectl delete`` the StreamApp and wait until the operator has stopped its Pods (a
+    test's finalizer passes ``missing_ok``: its JVMs must not outlive the test, failed or not)."""
+    missing = ("--ignore-not-found",) if missing_ok else ()
+    kube.kubectl("delete", "sapp", name, "-n", NS, *missing, "--timeout=120s", timeout=130)
 
 
 def pods(kube: cluster.Cluster, selector: str) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ import node_agent_proc
 import operator_proc
 import pytest
 import rollouts
-from agent_apps import App, pods
+from agent_apps import App, delete_app, pods
 from operator_proc import APPS_NAMESPACE, apply, manifest
 
 from streamapp.runtime.kafka import admin
@@ -133,7 +133,7 @@ def _series(
     for step in steps:
         gap, at = out.gap(step["began"], step["began"] + step["seconds"] + 5)
         step.update(gap=round(gap, 1), gap_at=round(at, 1), seconds=round(step["seconds"], 1))
-    kube.kubectl("delete", "sapp", name, "-n", NS, "--timeout=120s", timeout=130)
+    delete_app(kube, name)
     return {
         "policy": policy,
         "lines": len(feed.sent),
@@ -234,7 +234,7 @@ def test_a_load_step_is_autoscaled_up_and_back_without_oscillating(
         step = rollouts.load_step(app, feed, low=3, high=12, executors=3, target_lag=100)
     finally:
         feed.stop()
-    kube.kubectl("delete", "sapp", name, "-n", NS, "--timeout=120s", timeout=130)
+    delete_app(kube, name)
     RESULTS.mkdir(parents=True, exist_ok=True)
     timeline = [{"t": t, "executors": n, "lag": lag, "phase": phase} for t, n, lag, phase in step.samples]
     (RESULTS / "autoscale.json").write_text(

@@ -32,7 +32,7 @@ import operator_proc
 import procfs
 import pytest
 import rollouts
-from agent_apps import App, pods
+from agent_apps import App, delete_app, pods
 from operator_proc import APPS_NAMESPACE, apply, manifest
 
 from streamapp.runtime.kafka import admin
@@ -104,11 +104,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     request: pytest.FixtureRequest,
 ) -> None:
     kube = streamapp_operator.kube
-    request.addfinalizer(  # on failure too: its JVMs must not outlive the test
-        lambda: kube.kubectl(
-            "delete", "sapp", "wc-real", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
-        )
-    )
+    request.addfinalizer(lambda: delete_app(kube, "wc-real", missing_ok=True))
     source, sink = new_topic(2), new_topic(1)
     doc = manifest("wc-real", source=source, sink=sink, bootstrap=kafka_bootstrap, **SIZING)
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
@@ -227,7 +223,7 @@ def test_a_word_count_runs_on_the_agent_node_and_survives_failures(
     app.eventually("LAG never fell to 0", lambda: app.status().get("lag") == 0)
     streamapp_report(f"apps run: 3 partitions → 3 executor Pods running; kubectl get sapp:\n{app.listing()}")
 
-    kube.kubectl("delete", "sapp", "wc-real", "-n", NS, "--timeout=120s", timeout=130)
+    delete_app(kube, "wc-real")
     app.eventually(
         "the app's Pods outlived it", lambda: not pods(kube, "streamapp.io/app=wc-real"), timeout=120
     )
@@ -265,7 +261,7 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
         assert operator_proc.condition(backing_off, "Degraded")["reason"] == "DriverFailed"
         streamapp_report(f"apps run: crash loop → {backing_off['message']}")
     finally:  # a crash-looping app left behind would crowd the next tests' listings
-        kube.kubectl("delete", "sapp", "crasher", "-n", NS, "--timeout=120s", timeout=130)
+        delete_app(kube, "crasher")
 
 
 def _shows_degraded(app: App, began: float, streamapp_report: Callable[[str], None]) -> None:
@@ -308,9 +304,7 @@ def test_a_lost_node_s_driver_is_replaced_on_another_node(
 
     def tear_down() -> None:
         kube.kubectl("uncordon", agent_node.node)
-        kube.kubectl(
-            "delete", "sapp", "nodeloss", "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
-        )
+        delete_app(kube, "nodeloss", missing_ok=True)
         spare.stop()
         kube.kubectl("delete", "node", "agent-1", "--ignore-not-found", "--wait=false")
         kube.kubectl("delete", "lease", "agent-1", "-n", "kube-node-lease", "--ignore-not-found")
@@ -411,7 +405,7 @@ def test_executors_that_cannot_start_show_degraded_with_their_exit_code(
             f" apply; kubectl get sapp:\n{app.listing()}"
         )
     finally:
-        kube.kubectl("delete", "sapp", "badexec", "-n", NS, "--timeout=120s", timeout=130)
+        delete_app(kube, "badexec")
 
 
 def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
@@ -432,11 +426,7 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
     (the old driver hands it back before the new one holds it)."""
     kube = streamapp_operator.kube
     name = "roller"
-    request.addfinalizer(
-        lambda: kube.kubectl(
-            "delete", "sapp", name, "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
-        )
-    )
+    request.addfinalizer(lambda: delete_app(kube, name, missing_ok=True))
     source = new_topic(1)
     sink = f"{source}-out"
     admin.create_topics(kafka_bootstrap, {sink: 1}, config={"message.timestamp.type": "LogAppendTime"})
@@ -618,11 +608,7 @@ def test_a_load_step_is_autoscaled_up_and_back_calmly(
     load falls, with no reversal (``make bench-rollouts`` runs the larger step)."""
     kube = streamapp_operator.kube
     name = "autoscaled"
-    request.addfinalizer(
-        lambda: kube.kubectl(
-            "delete", "sapp", name, "-n", NS, "--ignore-not-found", "--timeout=120s", timeout=130
-        )
-    )
+    request.addfinalizer(lambda: delete_app(kube, name, missing_ok=True))
     source = new_topic(2)
     doc = manifest(
         name,
