@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from streamapp.runtime.embedded import broker
 
 __all__ = ["Cluster", "ClusterError", "bin_dir", "missing_binaries"]
 
@@ -65,9 +66,7 @@ def missing_binaries(directory: Path | None = None) -> list[str]:
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return broker.free_port()  # outside the ephemeral range: see there
 
 
 def _tail(path: Path, lines: int = 40) -> str:

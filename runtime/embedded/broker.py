@@ -18,12 +18,14 @@ import contextlib
 import ctypes
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 import uuid
@@ -50,9 +52,39 @@ _LOG4J2 = """\
 """
 
 
+#: Ports :func:`free_port` handed out in this process: never the same one twice.
+_HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A TCP port on 127.0.0.1 that nothing uses right now, chosen outside the kernel's ephemeral
+    range and never twice in one process. A port from ``bind(0)`` is an ephemeral one: between
+    choosing it and the server binding it, an outgoing connection (a Kafka client, kubectl) may
+    take it as its local port, and the server fails with EADDRINUSE (an e2e driver did)."""
+    low, high = _ephemeral_range()
+    span = (10_000, low) if low - 10_000 >= 2_000 else (high + 1, 65_536)
+    with _HANDING_OUT:
+        for _ in range(500):
+            port = random.randrange(*span)
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # all taken: any free one
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 

@@ -7,7 +7,6 @@ operator sets it in a driver Pod; the endpoint is scraped over HTTP while the qu
 from __future__ import annotations
 
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamapp.runtime.embedded import broker
 from streamapp.runtime.kafka import admin
 
 MANIFEST = """\
@@ -41,12 +41,6 @@ spec:
 """
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _scrape(port: int) -> Samples | None:
@@ -82,7 +76,7 @@ def test_the_driver_serves_metrics_that_match_the_records_in_kafka(
     )
     app = tmp_path / "app.yaml"
     app.write_text(MANIFEST.format(bootstrap=kafka_bootstrap, a=a, b=b, c=c, upper=upper, counts=counts))
-    port = _free_port()
+    port = broker.free_port()
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
