@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from streamapp.operator import cluster, desired, errors, kafka_probe, metrics, models, reconcile
+from streamapp.operator import cluster, desired, errors, kafka_probe, metrics, models, reconcile, status
 from streamapp.runtime import lease
 
 __all__ = ["Context", "configure"]
@@ -93,7 +93,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return status.format_time(datetime.datetime.now(datetime.UTC))
 
 
 def _ref(body: kopf.Body) -> desired.AppRef:
@@ -281,6 +281,7 @@ def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
             f"waiting for driver Pod {desired.driver_pod_name(ref.name)} to stop", delay=5
         )
     context.phases.pop(f"{ref.namespace}/{ref.name}", None)
+    context.standby.pop(f"{ref.namespace}/{desired.lease_name(ref.name)}", None)
     metrics.set_phases(context.phases)
 
 

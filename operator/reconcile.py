@@ -542,13 +542,12 @@ def _size(
     return scaled.executors, {
         "reason": scaled.reason,
         "recommendations": [
-            {"time": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "executors": n}
-            for when, n in scaled.recommendations
+            {"time": status.format_time(when), "executors": n} for when, n in scaled.recommendations
         ],
         "input": None
         if arrived is None
         else {
-            "time": arrived.time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "time": status.format_time(arrived.time),
             "end": arrived.end,
             "rate": None if arrived.rate is None else round(arrived.rate, 2),
         },

@@ -26,6 +26,7 @@ __all__ = [
     "Target",
     "compute",
     "condition",
+    "format_time",
     "not_processing",
     "parse_time",
 ]
@@ -99,6 +100,11 @@ class _Verdict:
 def _problems_text(problems: Sequence[runtime_errors.Problem]) -> str:
     shown = "; ".join(str(p) for p in problems[:5])
     return shown + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+
+
+def format_time(when: datetime.datetime) -> str:
+    """A time as the status writes it (RFC 3339, whole seconds, UTC): :func:`parse_time` reads it."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:
