@@ -11,6 +11,8 @@ has the same hazard (its stores are named by position unless the user names them
 :func:`fingerprint` lists the stateful steps a topology compiles to, in build order (the order the
 compiler creates Spark's operators in), each with the properties its state's layout and meaning
 depend on — not the user functions' code, not grace or names, which a redeploy may change.
+A custom processor's stores count by name and kind where its class can be imported (the driver):
+a store that changes kind is caught, one added or dropped is not a change.
 :func:`changes` says, step by step, why two fingerprints differ; equal fingerprints can share a
 checkpoint. The driver records the fingerprint next to the checkpoint and the operator in the
 StreamApp's status; both refuse a different one unless the app resets (a fresh checkpoint).
@@ -163,11 +165,10 @@ def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, st
             "foreignKey": "yes" if node.foreign_key is not None else "no",
         }
     if isinstance(node, process_nodes.ProcessNode):
-        return {
-            "operation": "processor",
-            "processor": node.processor.ref,
-            "key": _key(topology, node),
-        }
+        shape = {"operation": "processor", "processor": node.processor.ref, "key": _key(topology, node)}
+        if node.stores:  # known where the class can be imported (the driver), not in the operator
+            shape["stores"] = ", ".join(f"{s.name}: {s.kind}" for s in sorted(node.stores))
+        return shape
     return None
 
 
@@ -198,6 +199,21 @@ def _listing(steps: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(f"{_where(s)}: {s['shape'].get('operation')}" for s in steps) or "none"
 
 
+def _store_changes(was: str | None, now: str | None) -> list[str]:
+    """A processor's stores (``name: kind, …``): one whose kind changed would be read as the
+    other kind's entries. Stores added or dropped are fine (a task's state keeps each store apart),
+    and a side that could not import the processor (the operator) knows none."""
+    if not was or not now:
+        return []
+    before = dict(item.split(": ") for item in was.split(", "))
+    after = dict(item.split(": ") for item in now.split(", "))
+    return [
+        f"store {name!r} was {kind} state, now {after[name]} state"
+        for name, kind in before.items()
+        if name in after and after[name] != kind
+    ]
+
+
 def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why state written by ``before`` cannot be read by ``after``, one line per difference;
     empty when it can (the same stateful steps, in the same order, with the same shapes)."""
@@ -212,8 +228,9 @@ def changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, An
         differ = [
             f"{field} was {was.get(field, 'absent')!r}, now {now.get(field, 'absent')!r}"
             for field in dict.fromkeys([*was, *now])
-            if was.get(field) != now.get(field)
+            if field != "stores" and was.get(field) != now.get(field)
         ]
+        differ += _store_changes(was.get("stores"), now.get("stores"))
         if differ:
             found.append(f"stateful step {i}, {_where(new)}: {', '.join(differ)}")
     return found

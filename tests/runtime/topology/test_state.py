@@ -8,10 +8,11 @@ for one whose state Spark would misread.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from streamapp.runtime import Function, Serdes, StreamsBuilder, serdes
+from streamapp.runtime import Function, Processor, ProcessorContext, Serdes, StreamsBuilder, serdes
 from streamapp.runtime.topology import TimeWindows, graph, state
 
 Edit = Callable[[StreamsBuilder], None]
@@ -122,3 +123,48 @@ def test_only_steps_that_reach_an_output_count(suppress: bool) -> None:
 
     steps = state.fingerprint(_build(body))
     assert [s["shape"]["emit"] for s in steps] == ["final" if suppress else "updates"]
+
+
+class Seen(Processor):
+    """A processor whose store ``seen`` is a value state (``SeenList``: a list state)."""
+
+    def init(self, context: ProcessorContext) -> None:
+        self.seen = context.value_state("seen")
+
+    def process(self, key: object, records: list[object]) -> list[tuple[object, object]]:
+        return []
+
+
+class SeenList(Seen):
+    def init(self, context: ProcessorContext) -> None:
+        self.seen = context.list_state("seen")
+
+
+class SeenAndMore(Seen):
+    def init(self, context: ProcessorContext) -> None:
+        self.seen = context.value_state("seen")
+        self.extra = context.map_state("extra")
+
+
+def _processor_steps(cls: type[Processor], *, stores_known: bool = True) -> list[dict[str, Any]]:
+    """The fingerprint of ``in → process(cls) → out`` with one processor reference for every
+    class (a new version of one class), without the stores where they are unknown (the operator)."""
+    topology = _build(lambda b: b.stream("in").process(cls).to("out"))
+    steps = state.fingerprint(topology)
+    for step in steps:
+        step["shape"]["processor"] = "app.processors:Seen"
+        if not stores_known:
+            step["shape"].pop("stores", None)
+    return steps
+
+
+def test_a_processor_store_that_changes_kind_is_caught_and_one_added_is_not() -> None:
+    assert _processor_steps(Seen)[0]["shape"]["stores"] == "seen: value"
+    found = state.changes(_processor_steps(Seen), _processor_steps(SeenList))
+    assert found == [
+        "stateful step 1, KSTREAM-PROCESSOR-0000000001: store 'seen' was value state, now list state"
+    ]
+    assert state.changes(_processor_steps(Seen), _processor_steps(SeenAndMore)) == []
+    assert state.changes(_processor_steps(SeenAndMore), _processor_steps(Seen)) == []
+    # Where the class cannot be imported (the operator) no stores are known: nothing to compare.
+    assert state.changes(_processor_steps(Seen), _processor_steps(SeenList, stores_known=False)) == []
