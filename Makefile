@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator bench-rollouts demo crds chart-test clean chaos images images-deps images-test
+.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,7 +86,7 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite (the i
 e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
 	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py
 
-bench: bench-run bench-eos bench-join bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
+bench: bench-run bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
 bench-operator: setup ## time from `kubectl apply` to the driver Pod, median of 20 (tests/bench/results/OPERATOR.md)
 	$(PY) -m tests.bench.operator_latency --apps 20

@@ -9,7 +9,7 @@ BENCH_ARGS ?= --records 2000000 --repeats 3
 BENCH_MVN := mvn -q -B -Dmaven.repo.local=$(STREAMAPP_CACHE)/m2
 BENCH_CMD = $(PY) -m tests.bench.run $(BENCH_ARGS)
 
-.PHONY: bench-run bench-kstreams bench-smoke bench-profile bench-eos
+.PHONY: bench-run bench-kstreams bench-smoke bench-profile bench-eos bench-windowed
 
 $(BENCH_DIR)/kstreams/target/classpath.txt: $(BENCH_DIR)/kstreams/pom.xml $(wildcard $(BENCH_DIR)/kstreams/src/main/java/streamapp/bench/*.java)
 	cd $(BENCH_DIR)/kstreams && $(BENCH_MVN) package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
@@ -44,3 +44,10 @@ bench-profile: setup bench-kstreams ## where each variant's drain CPU goes: per-
 	rm -rf build/bench-profile
 	$(PY) -m tests.bench.run $(PROFILE_ARGS) --out build/bench-profile --profile build/bench-profile/profile
 	$(PY) -m tests.bench.profiling build/bench-profile/profile | tee build/bench-profile/PROFILE.md
+
+# Windowed aggregation at scale (issue 13): a tumbling 1-minute count with grace and a session count
+# over 10k, 100k and 1M keys, StreamApp vs Spark's own window/session_window vs Kafka Streams.
+# Smaller, for development:  make bench-windowed WINDOWED_ARGS="--keys 10000 --records 200000"
+WINDOWED_ARGS ?= --keys 10000,100000,1000000 --records 2000000 --repeats 1
+bench-windowed: setup bench-kstreams ## windowed counts at 10k/100k/1M keys; results in tests/bench/results/windowed
+	$(PY) -m tests.bench.windowed $(WINDOWED_ARGS)

@@ -11,7 +11,8 @@ snapshot. It is not a KTable — an update of the table during the run is never 
 benchmark writes the whole table before it launches a variant, so the output is the same.
 
 Usage: python tests/bench/pyspark_job.py BOOTSTRAP TOPOLOGY INPUT OUTPUT CHECKPOINT [PROGRESS]
-(TOPOLOGY: stateless, wordcount or join; join reads the table's topic from STREAMAPP_BENCH_TABLE)
+(TOPOLOGY: stateless, wordcount, join, tumbling or session; join reads the table's topic from
+STREAMAPP_BENCH_TABLE; STREAMAPP_BENCH_MAX_OFFSETS bounds a micro-batch's records)
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def main(argv: list[str]) -> int:
         # Generic tuning of Spark's Kafka reader that StreamApp's source also uses (kafka_io.py):
         # 100,000 records per poll instead of 500, so the job is not handicapped against (a).
         .option("kafka.max.poll.records", "100000")
-        .load()
     )
+    if os.environ.get("STREAMAPP_BENCH_MAX_OFFSETS"):  # the windowed benchmark's bounded micro-batches
+        reader = reader.option("maxOffsetsPerTrigger", os.environ["STREAMAPP_BENCH_MAX_OFFSETS"])
+    reader = reader.load()
     lines = reader.select("key", F.col("value").cast("string").alias("value"))
     if topology == "stateless":
         out = lines.where(F.instr("value", "a") > 0).select("key", F.upper("value").alias("value"))
@@ -82,6 +85,24 @@ def main(argv: list[str]) -> int:
             "key", F.concat("value", F.lit("@"), "right").alias("value")
         )
         mode = "append"
+    elif topology in ("tumbling", "session"):
+        # Spark's own event-time windows over the record timestamp, watermark = the 10 s grace.
+        # A session window is append-only in Spark: written once the watermark passes its end.
+        records = reader.select(F.col("key").cast("string").alias("key"), "timestamp").withWatermark(
+            "timestamp", "10 seconds"
+        )
+        if topology == "tumbling":
+            window, mode = F.window("timestamp", "1 minute"), "update"
+        else:
+            window, mode = F.session_window("timestamp", "5 minutes"), "append"
+        counts = records.groupBy(window.alias("w"), "key").count()
+        out = counts.select(
+            F.concat_ws(
+                "", "key", F.lit("@"), F.unix_millis("w.start").cast("string"), F.lit("/"),
+                F.unix_millis("w.end").cast("string"),
+            ).alias("key"),
+            F.unhex(F.lpad(F.hex("count"), 16, "0")).alias("value"),
+        )  # fmt: skip
     else:
         raise SystemExit(f"unknown topology {topology!r}")
     query = (

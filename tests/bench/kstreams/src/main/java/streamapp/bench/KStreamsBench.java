@@ -1,5 +1,6 @@
 package streamapp.bench;
 
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Properties;
@@ -14,11 +15,14 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.TimeWindows;
 
 /**
  * The benchmark topologies in Kafka Streams, to compare StreamApp against the library it follows.
- * Usage: KStreamsBench BOOTSTRAP (stateless|wordcount|join) INPUT OUTPUT APP_ID STATE_DIR [COMMIT_INTERVAL_MS [TABLE]]
- * (join: INPUT joined with the table read from TABLE, value {@code <value>@<table value>}).
+ * Usage: KStreamsBench BOOTSTRAP (stateless|wordcount|join|tumbling|session) INPUT OUTPUT APP_ID STATE_DIR [COMMIT_INTERVAL_MS [TABLE]]
+ * (join: INPUT joined with the table read from TABLE, value {@code <value>@<table value>}; tumbling and
+ * session: counts per key and window, key {@code <key>@<start>/<end>}, as tests/bench/windowed.py describes).
  * Runs until killed; the harness measures from the outside (output topic, process CPU time).
  * COMMIT_INTERVAL_MS (default: Kafka Streams' own, 30 s under at-least-once) also bounds how long the
  * word count's record cache holds updates back, so the harness passes a short one: otherwise a drain
@@ -52,6 +56,18 @@ public final class KStreamsBench {
     } else if (topology.equals("join")) {
       KTable<String, String> table = builder.table(args[7], Consumed.with(Serdes.String(), Serdes.String()));
       lines.join(table, (v, r) -> v + "@" + r).to(output, Produced.with(Serdes.String(), Serdes.String()));
+    } else if (topology.equals("tumbling")) {
+      lines.groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
+          .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMinutes(1), Duration.ofSeconds(10)))
+          .count()
+          .toStream((wk, n) -> wk.key() + "@" + wk.window().start() + "/" + wk.window().end())
+          .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+    } else if (topology.equals("session")) {
+      lines.groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
+          .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMinutes(5), Duration.ofSeconds(10)))
+          .count()
+          .toStream((wk, n) -> wk.key() + "@" + wk.window().start() + "/" + wk.window().end())
+          .to(output, Produced.with(Serdes.String(), Serdes.Long()));
     } else {
       throw new IllegalArgumentException("unknown topology " + topology);
     }
