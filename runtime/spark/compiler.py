@@ -336,15 +336,18 @@ class _Compiler:
             tasks = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
         w = node.windows
         spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
+        jvm = state.windows_on_jvm(self.topology, node)
         # One counter per aggregation node: suppress re-registers the one its aggregation had.
-        counter = frame.df.sparkSession.sparkContext.accumulator(0)
+        spark = frame.df.sparkSession
+        counter = ops.JvmCounter(spark, f"late {node.name}") if jvm else spark.sparkContext.accumulator(0)
         self.late[node.name] = counter
         merged = None
         if tasks is None and self.merge_frontier is not None and len(self._source_topics(node)) > 1:
             merged = self.merge_frontier  # one task reads a partition of each merged topic
         result = ops.windowed_aggregate(
-            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged
-        )
+            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged,
+            jvm=jvm,
+        )  # fmt: skip
         return result.table
 
     def _source_topics(self, node: nd.Node) -> set[str]:

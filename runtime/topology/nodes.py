@@ -13,10 +13,12 @@ function by import path), so a graph is hashable and can be written back out as 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from streamapp.runtime import serdes
+from streamapp.runtime.topology import durations
 
 __all__ = [
     "EMITS",
@@ -363,10 +365,12 @@ class Windows:
     advance: int = 0
     grace: int = 0
 
-    def advance_by(self, advance: int) -> Windows:
-        """Hopping windows: these time windows, each starting ``advance`` ms after the previous."""
+    def advance_by(self, advance: int | str | datetime.timedelta) -> Windows:
+        """Hopping windows: these time windows, each starting ``advance`` after the previous (ms,
+        ``"10s"`` or a timedelta, as the size)."""
         if self.kind not in ("tumbling", "hopping"):
             raise ValueError(f"advance_by applies to time windows, not {self.kind} windows")
+        advance = durations.to_ms(advance)
         return dataclasses.replace(
             self, kind="tumbling" if advance == self.size else "hopping", advance=advance
         )

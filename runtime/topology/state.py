@@ -28,7 +28,7 @@ from typing import Any
 from streamapp.runtime.topology import graph, join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
-__all__ = ["VERSION", "changes", "fingerprint", "needs_engine"]
+__all__ = ["VERSION", "changes", "fingerprint", "needs_engine", "windows_on_jvm"]
 
 #: Bumped when what a fingerprint holds changes: a record of another version is rewritten, not compared.
 VERSION = 1
@@ -53,6 +53,28 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
             or topology.kind(node.parents[0]) == graph.GROUPED_TABLE
         )
     return False
+
+
+def windows_on_jvm(topology: graph.Topology, node: nd.Node) -> bool:
+    """Whether a windowed aggregation runs on the JVM, with its state per key and window
+    (``TimeWindowAggregation.java``) rather than in the Python engine: tumbling and hopping
+    windows with a declarative aggregator (count, sum, min, max, avg, latest, collect_list) over
+    one input topic or after a key change. Merges of several topics into one task (their records
+    held back by the merge frontier), sliding windows, sessions and user functions stay in Python.
+    The compiler and the fingerprint decide with this one rule: the two keep different state."""
+    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None:
+        return False
+    if node.windows.kind not in ("tumbling", "hopping"):
+        return False
+    if isinstance(node, nd.Aggregate) and node.fn is None:
+        return False
+    if topology.kind(node.parents[0]) == graph.GROUPED_TABLE:
+        return False
+    if any(topology.rekeyed(p) for p in node.parents):
+        return True
+    topics = [t for n in topology.nodes if isinstance(n, nd.Source) and n.name in _ancestors(topology, node)
+              for t in n.topics]  # fmt: skip
+    return len(set(topics)) == 1
 
 
 def _reaches_output(topology: graph.Topology) -> set[str]:
@@ -128,7 +150,11 @@ def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit:
         grouping = "key"
     return {
         "operation": "aggregation",
-        "implementation": "engine" if engine or node.windows is not None else "spark",
+        "implementation": "jvm"
+        if windows_on_jvm(topology, node)
+        else "engine"
+        if engine or node.windows is not None
+        else "spark",
         "aggregator": _aggregator(topology, node),
         "windows": _windows(node.windows),
         "emit": emit,

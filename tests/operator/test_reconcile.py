@@ -595,7 +595,7 @@ def test_a_change_the_checkpoints_state_cannot_take_is_refused_until_a_reset(
     message = refused.status["message"]
     assert message.startswith("spec.topology: the checkpoint s3a://checkpoints/wordcount holds state")
     assert "windows was 'none', now 'tumbling 60000 ms'" in message
-    assert "implementation was 'spark', now 'engine'" in message
+    assert "implementation was 'spark', now 'jvm'" in message
     assert "grouping was 'key', now 'task'" in message
     assert [e.reason for e in refused.events] == ["IncompatibleState"]
     assert refused.status["state"] == edited

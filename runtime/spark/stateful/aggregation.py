@@ -43,6 +43,9 @@ class Aggregator:
     value_type: str
     subtract: Callable[[Any, Any, Any, int], Any] | None = None
     result: Callable[[Any], Any] = lambda agg: agg
+    #: The declarative aggregation this is (count, sum, …), None for user functions: the JVM runs
+    #: those itself (``TimeWindowAggregation.java``).
+    name: str | None = None
 
     def fold(self, key: Any, records: list[tuple[int, Any]]) -> Any:
         """The aggregate of ``records`` ((timestamp, value) in arrival order) from scratch."""
@@ -118,6 +121,7 @@ def count() -> Aggregator:
         add=lambda key, value, agg, ts: agg + 1,
         subtract=lambda key, value, agg, ts: agg - 1,
         value_type="bigint",
+        name="count",
     )
 
 
@@ -180,6 +184,10 @@ _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 def declarative(fn: str, value_type: str = "bigint") -> Aggregator:
     """A YAML aggregation by name; ``value_type`` is the type of the aggregated value."""
+    return dataclasses.replace(_declarative(fn, value_type), name=fn)
+
+
+def _declarative(fn: str, value_type: str) -> Aggregator:
     if fn == "count":
         return count()
     if fn == "sum":  # as Spark's sum: integers add up as bigint, anything else as double

@@ -6,7 +6,8 @@ step here is a :class:`Step` — a function ``(group key, batch as pandas, state
 — run by :class:`BlobProcessor` under ``transformWithStateInPandas`` (RocksDB provider, protobuf).
 The state of a group is one pickled value: simple and fast for the small per-group state of the
 operators here (a task's open windows, a key's aggregate); a task with very many open windows
-rewrites a large value per micro-batch (see the module's gaps in the package docstring).
+rewrites a large value per micro-batch, which is why tumbling and hopping windows with a
+declarative aggregator run on the JVM with state per key and window (see the package docstring).
 
 ``transformWithStateInPandas`` (unlike ``applyInPandasWithState``) may be chained in one query,
 which a KTable-grouped aggregate needs (table state, then group state). Time mode ``None``: no

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pyspark.accumulators import Accumulator
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamapp.runtime.spark.frames import Logic, RecordFrame
@@ -24,6 +24,7 @@ from streamapp.runtime.spark.stateful.aggregation import Aggregator
 
 __all__ = [
     "WINDOWED_COLUMNS",
+    "JvmCounter",
     "Windowed",
     "aggregate",
     "table",
@@ -104,9 +105,10 @@ def windowed_aggregate(
     *,
     emit: str = "updates",
     value: str | None = None,
-    late_counter: Accumulator[int] | None = None,
+    late_counter: Accumulator[int] | JvmCounter | None = None,
     tasks: int | None = None,
     merged: frontier.Frontier | None = None,
+    jvm: bool = False,
 ) -> Windowed:
     """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
 
@@ -118,7 +120,9 @@ def windowed_aggregate(
     Dropped contributions are added to ``late_counter`` (a Spark accumulator), logged at debug
     level on logger ``streamapp.stateful``, and appear as ``late`` rows. ``merged``: the input
     merges several topics into each task; records behind a partition that ran dry while the
-    broker has more for it wait in the task's state (:mod:`.frontier`).
+    broker has more for it wait in the task's state (:mod:`.frontier`). ``jvm``: run on the JVM
+    with state per key and window (``state.windows_on_jvm`` decides; ``late_counter`` is then a
+    :class:`JvmCounter`).
     """
     if emit not in windows.EMITS:
         raise ValueError(f"emit must be one of {windows.EMITS}, not {emit!r}")
@@ -132,6 +136,20 @@ def windowed_aggregate(
         # Kafka Streams' repartition topic after a key change: all records of a key in one task
         # (one stream time); the source partition stays in `sub` for the arrival order.
         rows = rows.withColumn("partition", F.pmod(F.hash("key"), F.lit(tasks)).cast("int"))
+
+    schema = (
+        f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
+        f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
+    )
+    if jvm:
+        if merged is not None or aggregator.name is None or spec.kind not in ("tumbling", "hopping"):
+            raise ValueError(f"a {spec.kind} window aggregation with this aggregator does not run on the JVM")
+        if late_counter is not None and not isinstance(late_counter, JvmCounter):
+            raise TypeError("the JVM aggregation counts late records in a JvmCounter")
+        return Windowed(_on_jvm(rows, spec, aggregator, emit, schema, late_counter))
+    if isinstance(late_counter, JvmCounter):
+        raise TypeError("the Python engine counts late records in a Spark accumulator")
+    counter: Accumulator[int] | None = late_counter
 
     def step(task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else windows.new_state()
@@ -161,19 +179,56 @@ def windowed_aggregate(
         out = windows.process(spec, aggregator, emit, state, records)
         late = [o for o in out if o[0] == "late"]
         if late:
-            if late_counter is not None:
-                late_counter.add(len(late))
+            if counter is not None:
+                counter.add(len(late))
             engine.log.debug(
                 "task %s: dropped %d late record-window contributions (stream time %s, grace %d ms): %s",
                 task, len(late), state["t"], spec.grace, late[:3],
             )  # fmt: skip
         return state, pd.DataFrame(out, columns=list(WINDOWED_COLUMNS))
 
-    schema = (
-        f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
-        f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
-    )
     return Windowed(engine.run(rows, "partition", step, schema))
+
+
+class JvmCounter:
+    """A Spark ``LongAccumulator`` the JVM's tasks add to, read like a Python accumulator."""
+
+    def __init__(self, spark: SparkSession, name: str) -> None:
+        self._accumulator = spark.sparkContext._jsc.sc().longAccumulator(name)
+
+    @property
+    def value(self) -> int:
+        return int(self._accumulator.value())
+
+    @property
+    def jvm(self) -> Any:
+        return self._accumulator
+
+
+def _on_jvm(
+    rows: DataFrame,
+    spec: windows.Windows,
+    aggregator: Aggregator,
+    emit: str,
+    schema: str,
+    late_counter: JvmCounter | None,
+) -> DataFrame:
+    """``TimeWindowAggregation.java`` over the rows (state per key and window, grouped by task)."""
+    spark = rows.sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None and aggregator.name is not None
+    jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
+        rows._jdf,
+        spec.size,
+        spec.advance,
+        spec.grace,
+        emit,
+        aggregator.name,
+        rows.schema["value"].dataType.json(),
+        schema,
+        late_counter.jvm if late_counter is not None else None,
+    )
+    return DataFrame(jdf, spark)
 
 
 def windowed_key_text(key: Column) -> Column:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from streamapp.runtime import Function, Processor, ProcessorContext, Serdes, StreamsBuilder, serdes
-from streamapp.runtime.topology import TimeWindows, graph, state
+from streamapp.runtime.topology import SessionWindows, TimeWindows, graph, state
 
 Edit = Callable[[StreamsBuilder], None]
 
@@ -168,3 +168,37 @@ def test_a_processor_store_that_changes_kind_is_caught_and_one_added_is_not() ->
     assert state.changes(_processor_steps(SeenAndMore), _processor_steps(Seen)) == []
     # Where the class cannot be imported (the operator) no stores are known: nothing to compare.
     assert state.changes(_processor_steps(Seen), _processor_steps(SeenList, stores_known=False)) == []
+
+
+def test_time_windows_with_a_declarative_aggregator_keep_their_state_on_the_jvm() -> None:
+    def implementation(body: Edit) -> list[str]:
+        return [s["shape"]["implementation"] for s in state.fingerprint(_build(body))]
+
+    assert implementation(_per_minute) == ["jvm"]
+    assert implementation(lambda b: _per_minute(b, rekey=True)) == ["jvm"]  # one task per key bucket
+
+    def summed(b: StreamsBuilder) -> None:
+        windows = TimeWindows.of_size_and_grace("1m", "10s").advance_by("20s")
+        grouped = b.stream("in").group_by_key().windowed_by(windows)
+        grouped.aggregate("sum", "length(value)").to_stream().to("o")
+
+    assert implementation(summed) == ["jvm"]
+
+    def sessions(b: StreamsBuilder) -> None:
+        gap = SessionWindows.of_inactivity_gap_and_grace("1m", "10s")
+        b.stream("in").group_by_key().windowed_by(gap).count().to_stream().to("o")
+
+    def merged(b: StreamsBuilder) -> None:
+        windows = TimeWindows.of_size_and_grace("1m", "10s")
+        b.stream("in").merge(b.stream("in2")).group_by_key().windowed_by(windows).count().to_stream().to("o")
+
+    def python_adder(b: StreamsBuilder) -> None:
+        windows = TimeWindows.of_size_and_grace("1m", "10s")
+        grouped = b.stream("in").group_by_key().windowed_by(windows)
+        adder = Function("builtins:max")
+        grouped.aggregate(Function("builtins:int"), adder, returns="bigint").to_stream().to("o")
+
+    # Sessions, a merge of two topics (the merge frontier) and Python functions stay in Python.
+    assert implementation(sessions) == implementation(merged) == implementation(python_adder) == ["engine"]
+    found = state.changes(state.fingerprint(_build(python_adder)), state.fingerprint(_build(_per_minute)))
+    assert found and "implementation was 'engine', now 'jvm'" in found[0]

@@ -57,6 +57,9 @@ def _every_op() -> StreamsBuilder:
         .to("per-minute", value_serde=Serdes.Long())
     )
     hopping = TimeWindows.of_size_and_grace(60_000, 0).advance_by(15_000)
+    # The advance is a duration like the size: "15s" and a timedelta mean the same.
+    assert TimeWindows.of_size_and_grace("1m", 0).advance_by("15s") == hopping
+    assert TimeWindows.of_size_and_grace("1m", 0).advance_by(datetime.timedelta(seconds=15)) == hopping
     windowed = grouped.windowed_by(hopping).emit_strategy("final")
     windowed.aggregate("max", "length(value)").to_stream().to("longest", value_serde=Serdes.Json())
     sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace("5m", "1m"))
