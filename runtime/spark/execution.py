@@ -273,7 +273,8 @@ def start(
                 reads += 1
             return frame
 
-        if warm_up is not None and warm_up():
+        warming = warm_up is not None and warm_up()
+        if warming:
             _warm_up(
                 spark, topology, bootstrap=bootstrap, checkpoint=checkpoint, credentials=credentials,
                 options=start_options,
@@ -305,6 +306,8 @@ def start(
             )
         for listener in listeners:
             spark.streams.addListener(listener)
+        if warming and chosen.kind != "real-time":  # real-time writes with Spark's own sink
+            _warm_up_sink(spark, topology, bootstrap=bootstrap, credentials=credentials, eos=exactly_once)
         if before_query is not None:
             before_query()  # standby: Spark up, plan compiled; the query starts when this returns
         query = runner.start_kafka(
@@ -338,6 +341,40 @@ def start(
         listeners=list(listeners),
         metrics=instrumented,
     )
+
+
+def _warm_up_sink(
+    spark: SparkSession,
+    topology: Topology,
+    *,
+    bootstrap: str,
+    credentials: security.Credentials,
+    eos: sink.ExactlyOnce | None,
+) -> None:
+    """The sink's producers ready on the executors (``SinkWarmUp.java``); a failure only warns:
+    the first micro-batch then connects as it would have."""
+    import time  # noqa: PLC0415
+
+    from streamapp.runtime.kafka import admin  # noqa: PLC0415
+    from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
+
+    began = time.monotonic()
+    try:
+        sinks = list(topology.sink_topics())
+        existing = admin.partition_counts(bootstrap, sinks, client_config=credentials.librdkafka())
+        jvm_sink.warm_up(
+            spark,
+            {"bootstrap.servers": bootstrap, **credentials.java()},
+            [t for t in sinks if t in existing],
+            marker_topic=eos.marker_topic if eos else None,
+            marker_group=eos.marker_group if eos else None,
+        )
+    except Exception as exc:  # noqa: BLE001 - an optimisation: the query runs without it
+        _log.warning(
+            "warm-up of the sink failed (the first micro-batch connects itself): %s", errors.one_line(exc)
+        )
+        return
+    _log.info("sink warmed up on the executors in %.1f s", time.monotonic() - began)
 
 
 #: How long a warm-up run may take before the query starts without it.

@@ -24,9 +24,18 @@ from typing import TYPE_CHECKING
 from streamapp.runtime.embedded import artifacts
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CLASS", "SOURCE", "SOURCES", "TRANSACTIONAL_CLASS", "jar", "write", "write_transactional"]
+__all__ = [
+    "CLASS",
+    "SOURCE",
+    "SOURCES",
+    "TRANSACTIONAL_CLASS",
+    "jar",
+    "warm_up",
+    "write",
+    "write_transactional",
+]
 
 SOURCE = pathlib.Path(__file__).with_name("jvm") / "io" / "streamapp" / "spark" / "KafkaRecordWriter.java"
 SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
@@ -120,3 +129,29 @@ def write_transactional(
         batch._jdf, config, transactional_prefix, marker_topic, marker_group, batch_id, metadata
     )
     return [(int(o[0]), int(o[1]), bool(o[2])) for o in outcomes]
+
+
+def warm_up(
+    spark: SparkSession,
+    producer_config: Mapping[str, str],
+    topics: list[str],
+    *,
+    marker_topic: str | None = None,
+    marker_group: str | None = None,
+) -> None:
+    """Ready the sink on the executors before the query's first micro-batch (``SinkWarmUp.java``):
+    the shared producer (at least once) or the marker reader (exactly once, with ``marker_topic``),
+    connected, with the metadata of ``topics`` (existing ones: a missing topic would block)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    config = jvm.java.util.HashMap()
+    for key, value in producer_config.items():
+        config.put(key, value)
+    listed = jvm.java.util.ArrayList()
+    for topic in topics:
+        listed.add(topic)
+    sc = spark.sparkContext
+    tasks = 2 * max(sc.defaultParallelism, 1)  # every executor's task slots, twice
+    jvm.io.streamapp.spark.SinkWarmUp.run(
+        spark._jsparkSession, config, listed, marker_topic, marker_group, tasks
+    )

@@ -6,6 +6,7 @@ fails on those records is refused before it could take over."""
 from __future__ import annotations
 
 import collections
+import logging
 import pathlib
 import re
 import sys
@@ -27,8 +28,11 @@ WORDCOUNT = pathlib.Path(__file__).parents[1] / "manifest" / "valid" / "wordcoun
 
 
 def _drain(spark: SparkSession, topology: object, bootstrap: str, checkpoint: pathlib.Path,
-           warm: bool) -> StreamApp:  # fmt: skip
-    config = StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True)
+           warm: bool, guarantee: str = "at_least_once") -> StreamApp:  # fmt: skip
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True,
+        processing_guarantee=guarantee,
+    )  # fmt: skip
     app = StreamApp(topology, config, spark=spark)  # type: ignore[arg-type]
     app.start(warm_up=(lambda: True) if warm else None)
     assert app.await_termination(300)
@@ -36,9 +40,18 @@ def _drain(spark: SparkSession, topology: object, bootstrap: str, checkpoint: pa
     return app
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
-    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    guarantee: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The warm-up also readies the sink on the executors (SinkWarmUp.java: the shared producer,
+    # or the marker reader and a producer without a transactional id): it must write nothing
+    # either, and exactly once must still skip nothing and duplicate nothing.
     source, sink = new_topic(2), new_topic(1)
     topology = manifest.build_topology(manifest.load_manifest(WORDCOUNT))
     topology = topology.rename_topics(
@@ -46,10 +59,14 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     )
     first, second = ["the quick fox", "the lazy dog", "a fox"], ["the end"]
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in first])
-    _drain(spark, topology, kafka_bootstrap, tmp_path, warm=False)
+    _drain(spark, topology, kafka_bootstrap, tmp_path, warm=False, guarantee=guarantee)
     before = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in second])
-    app = _drain(spark, topology, kafka_bootstrap, tmp_path, warm=True)
+    with caplog.at_level(logging.INFO, logger="streamapp.execution"):
+        app = _drain(spark, topology, kafka_bootstrap, tmp_path, warm=True, guarantee=guarantee)
+    assert any(r.getMessage().startswith("sink warmed up on the executors") for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]
     after = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
     # The warm-up ran the plan over the last record of each partition again and wrote nothing:
     # the output grew by the new line's two updates only, and the counts are exact.

@@ -46,7 +46,7 @@ public final class KafkaRecordWriter {
   private static final Map<Map<String, String>, Shared> PRODUCERS = new HashMap<>();
 
   /** A producer shared by the tasks of an executor that use the same configuration. */
-  private static final class Shared {
+  static final class Shared {
     final KafkaProducer<byte[], byte[]> producer;
     int users;
     boolean retired; // a send failed: no new task gets it, the last user closes it
@@ -155,7 +155,7 @@ public final class KafkaRecordWriter {
     throw new IllegalArgumentException("the sink needs a column named " + name);
   }
 
-  private static synchronized Shared acquire(Map<String, String> conf) {
+  static synchronized Shared acquire(Map<String, String> conf) {
     Shared shared = PRODUCERS.get(conf);
     if (shared == null) {
       Map<String, Object> props = new HashMap<>();
@@ -177,7 +177,7 @@ public final class KafkaRecordWriter {
    * A task is done with its producer. After a failed send the producer is retired (the retry, and
    * every later task, starts on a fresh one) and closed once no running task uses it any more.
    */
-  private static void release(Map<String, String> conf, Shared shared, boolean sendFailed) {
+  static void release(Map<String, String> conf, Shared shared, boolean sendFailed) {
     boolean close;
     synchronized (KafkaRecordWriter.class) {
       shared.users--;

@@ -321,7 +321,7 @@ public final class TransactionalRecordWriter {
   }
 
   /** The committed marker offset (read_committed: waits for a pending transactional commit). */
-  private static long markerOffset(Map<String, String> conf, String group, TopicPartition marker) {
+  static long markerOffset(Map<String, String> conf, String group, TopicPartition marker) {
     List<Object> key = List.of(conf, group);
     KafkaConsumer<byte[], byte[]> reader;
     synchronized (READERS) {
