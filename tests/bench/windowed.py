@@ -57,8 +57,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Producer
-
 from streamapp.runtime.embedded import broker
 from streamapp.runtime.kafka import admin
 from tests.bench import procs, report, workload
@@ -173,31 +171,6 @@ class Workload:
                 open_[k] = [ts, ts, 1]
             out.update({b"k%d@%d/%d" % (k, s[0], s[1] + extra): s[2] for k, s in open_.items()})
         return out
-
-
-def _produce(bootstrap: str, topic: str, records: Iterator[tuple[bytes, bytes, int, int]]) -> float:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "log_level": 3,
-        }
-    )
-    began = time.monotonic()
-    produce = producer.produce
-    for key, value, partition, ts in records:
-        while True:
-            try:
-                produce(topic, value, key, partition=partition, timestamp=ts)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    if producer.flush(120):
-        raise RuntimeError(f"producing to {topic}: records left unacknowledged after 120 s")
-    return time.monotonic() - began
 
 
 class MemorySampler(threading.Thread):
@@ -344,7 +317,7 @@ def run_one(
     result: dict[str, Any] = {"topology": topology, "keys": keys, "variant": variant_name, "rep": rep}
     result["app_id"] = app_id
     admin.create_topics(bootstrap, {source: parts, sink: parts})
-    _produce(bootstrap, source, load.records(warm))
+    workload.produce_records(bootstrap, source, load.records(warm))
 
     def target(segments: list[Segment]) -> dict[bytes, int]:
         if topology == "tumbling":
@@ -373,7 +346,7 @@ def run_one(
 
         variant.pause()
         paused_wall = time.time()
-        result["produce_s"] = round(_produce(bootstrap, source, load.records(drain)), 2)
+        result["produce_s"] = round(workload.produce_records(bootstrap, source, load.records(drain)), 2)
         began = time.monotonic()
         expected = target([warm, drain])
         result["reference_s"] = round(time.monotonic() - began, 2)

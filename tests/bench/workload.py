@@ -26,6 +26,7 @@ __all__ = [
     "Monitor",
     "Pool",
     "produce_lines",
+    "produce_records",
     "topic_record_count",
     "verify_join",
     "verify_stateless",
@@ -141,17 +142,18 @@ class JoinWorkload:
 
     def produce_table(self, bootstrap: str, topic: str) -> float:
         records = (
-            (f"u{k}".encode(), f"region-{k % 50}".encode(), k % self.partitions) for k in range(self.keys)
+            (f"u{k}".encode(), f"region-{k % 50}".encode(), k % self.partitions, None)
+            for k in range(self.keys)
         )
-        return _produce(bootstrap, topic, records)
+        return produce_records(bootstrap, topic, records)
 
     def produce_stream(self, bootstrap: str, topic: str, *, start: int, count: int) -> float:
-        def records() -> Iterator[tuple[bytes, bytes, int]]:
+        def records() -> Iterator[tuple[bytes, bytes, int, None]]:
             for i in range(start, start + count):
                 k = self.user(i)
-                yield b"u%d" % k, b"/page/%d" % (i % 1000), k % self.partitions
+                yield b"u%d" % k, b"/page/%d" % (i % 1000), k % self.partitions, None
 
-        return _produce(bootstrap, topic, records())
+        return produce_records(bootstrap, topic, records())
 
     def expected(self, start: int, count: int) -> collections.Counter[bytes]:
         """Output values of stream records ``start .. start+count``, with multiplicity."""
@@ -160,8 +162,11 @@ class JoinWorkload:
         )
 
 
-def _produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes, int]]) -> float:
-    """Write (key, value, partition) records; returns seconds."""
+def produce_records(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes, int, int | None]]
+) -> float:
+    """Write (key, value, partition, timestamp ms or None: the producer's clock) records; returns
+    seconds."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -174,10 +179,13 @@ def _produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes, i
     )
     began = time.monotonic()
     produce = producer.produce
-    for key, value, partition in records:
+    for key, value, partition, ts in records:
         while True:
             try:
-                produce(topic, value, key, partition=partition)
+                if ts is None:
+                    produce(topic, value, key, partition=partition)
+                else:
+                    produce(topic, value, key, partition=partition, timestamp=ts)
                 break
             except BufferError:
                 producer.poll(0.01)
