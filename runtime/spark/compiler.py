@@ -342,19 +342,17 @@ class _Compiler:
         counter = ops.JvmCounter(spark, f"late {node.name}") if jvm else spark.sparkContext.accumulator(0)
         self.late[node.name] = counter
         merged = None
-        if tasks is None and self.merge_frontier is not None and len(self._source_topics(node)) > 1:
+        if (
+            tasks is None
+            and self.merge_frontier is not None
+            and len(state.source_topics(self.topology, node)) > 1
+        ):
             merged = self.merge_frontier  # one task reads a partition of each merged topic
         result = ops.windowed_aggregate(
             frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged,
             jvm=jvm,
         )  # fmt: skip
         return result.table
-
-    def _source_topics(self, node: nd.Node) -> set[str]:
-        """The topics whose records reach ``node``."""
-        if isinstance(node, nd.Source):
-            return set(node.topics)
-        return set().union(*(self._source_topics(self.topology.node(p)) for p in node.parents))
 
     def _rekeyed(self, node: nd.Node) -> bool:
         """Whether the key may have changed since the source (then records of a key can sit in

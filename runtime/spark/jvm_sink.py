@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamapp.runtime.embedded import artifacts
 
@@ -96,13 +96,19 @@ def jar() -> pathlib.Path:
     return target
 
 
+def _java_map(jvm: Any, mapping: Mapping[str, str]) -> Any:
+    """A ``java.util.HashMap`` of ``mapping`` (the writers' Kafka client configuration)."""
+    out = jvm.java.util.HashMap()
+    for key, value in mapping.items():
+        out.put(key, value)
+    return out
+
+
 def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:
     """Write ``batch`` (the sink columns) to Kafka from the executors' JVMs."""
     jvm = batch.sparkSession.sparkContext._jvm
     assert jvm is not None
-    config = jvm.java.util.HashMap()
-    for key, value in producer_config.items():
-        config.put(key, value)
+    config = _java_map(jvm, producer_config)
     writer = functools.reduce(getattr, CLASS.split("."), jvm)
     writer.write(batch._jdf, config)
 
@@ -121,9 +127,7 @@ def write_transactional(
     returns ``(partition, records written, skipped as already committed)`` per task with rows."""
     jvm = batch.sparkSession.sparkContext._jvm
     assert jvm is not None
-    config = jvm.java.util.HashMap()
-    for key, value in producer_config.items():
-        config.put(key, value)
+    config = _java_map(jvm, producer_config)
     writer = functools.reduce(getattr, TRANSACTIONAL_CLASS.split("."), jvm)
     outcomes = writer.write(
         batch._jdf, config, transactional_prefix, marker_topic, marker_group, batch_id, metadata
@@ -144,9 +148,7 @@ def warm_up(
     connected, with the metadata of ``topics`` (existing ones: a missing topic would block)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    config = jvm.java.util.HashMap()
-    for key, value in producer_config.items():
-        config.put(key, value)
+    config = _java_map(jvm, producer_config)
     listed = jvm.java.util.ArrayList()
     for topic in topics:
         listed.add(topic)

@@ -28,7 +28,7 @@ from typing import Any
 from streamapp.runtime.topology import graph, join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
-__all__ = ["VERSION", "changes", "fingerprint", "needs_engine", "windows_on_jvm"]
+__all__ = ["VERSION", "changes", "fingerprint", "needs_engine", "source_topics", "windows_on_jvm"]
 
 #: Bumped when what a fingerprint holds changes: a record of another version is rewritten, not compared.
 VERSION = 1
@@ -70,11 +70,15 @@ def windows_on_jvm(topology: graph.Topology, node: nd.Node) -> bool:
         return False
     if topology.kind(node.parents[0]) == graph.GROUPED_TABLE:
         return False
-    if any(topology.rekeyed(p) for p in node.parents):
-        return True
-    topics = [t for n in topology.nodes if isinstance(n, nd.Source) and n.name in _ancestors(topology, node)
-              for t in n.topics]  # fmt: skip
-    return len(set(topics)) == 1
+    return any(topology.rekeyed(p) for p in node.parents) or len(source_topics(topology, node)) == 1
+
+
+def source_topics(topology: graph.Topology, node: nd.Node) -> set[str]:
+    """The topics whose records reach ``node`` (more than one, without a key change: a merge,
+    whose tasks the compiler feeds through the merge frontier)."""
+    if isinstance(node, nd.Source):
+        return set(node.topics)
+    return set().union(*(source_topics(topology, topology.node(p)) for p in node.parents))
 
 
 def _reaches_output(topology: graph.Topology) -> set[str]:
@@ -139,6 +143,14 @@ def _aggregator(topology: graph.Topology, node: nd.Node) -> str:
     return f"cogroup of {len(node.adders)} streams returning {node.returns}"
 
 
+def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool) -> str:
+    """Whose state an aggregation keeps: the JVM's, the Python engine's or Spark's own."""
+    assert isinstance(node, _AGGREGATIONS)
+    if windows_on_jvm(topology, node):
+        return "jvm"
+    return "engine" if engine or node.windows is not None else "spark"
+
+
 def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str) -> dict[str, str]:
     assert isinstance(node, _AGGREGATIONS)
     grouped = topology.node(node.parents[0])
@@ -150,11 +162,7 @@ def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit:
         grouping = "key"
     return {
         "operation": "aggregation",
-        "implementation": "jvm"
-        if windows_on_jvm(topology, node)
-        else "engine"
-        if engine or node.windows is not None
-        else "spark",
+        "implementation": _implementation(topology, node, engine=engine),
         "aggregator": _aggregator(topology, node),
         "windows": _windows(node.windows),
         "emit": emit,

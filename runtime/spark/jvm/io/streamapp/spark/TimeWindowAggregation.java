@@ -4,11 +4,14 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.PriorityQueue;
+import java.util.Set;
+import java.util.TreeSet;
 
 import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
@@ -73,7 +76,7 @@ public final class TimeWindowAggregation {
     int partition = input.fieldIndex("partition");
     Spec spec =
         new Spec(
-            size, advance, grace, "final".equals(emit), aggregator, keyType, input, output);
+            size, advance, grace, "final".equals(emit), aggregator, keyType, input);
     return rows.groupByKey((MapFunction<Row, Integer>) r -> r.getInt(partition), Encoders.INT())
         .transformWithState(
             new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
@@ -94,7 +97,6 @@ public final class TimeWindowAggregation {
     final int partition;
     final int offset;
     final int sub;
-    final int outputWidth;
 
     Spec(
         long size,
@@ -103,8 +105,7 @@ public final class TimeWindowAggregation {
         boolean emitFinal,
         Aggregator aggregator,
         DataType keyType,
-        StructType input,
-        StructType output) {
+        StructType input) {
       this.size = size;
       this.advance = advance;
       this.grace = grace;
@@ -125,7 +126,6 @@ public final class TimeWindowAggregation {
       this.partition = input.fieldIndex("partition");
       this.offset = input.fieldIndex("offset");
       this.sub = input.fieldIndex("sub");
-      this.outputWidth = output.size();
     }
 
     /** The stream time at which the window starting at {@code start} closes. */
@@ -164,7 +164,7 @@ public final class TimeWindowAggregation {
       List<Row> batch = arrivalOrder(CollectionConverters.asJava(input), spec);
       Row saved = task.exists() ? task.get() : null;
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
-      java.util.TreeSet<Long> open = new java.util.TreeSet<>();
+      TreeSet<Long> open = new TreeSet<>();
       if (saved != null) {
         open.addAll(saved.getList(1));
       }
@@ -224,8 +224,8 @@ public final class TimeWindowAggregation {
     }
 
     /** Remove the windows the stream time closed; with emit final, their results. */
-    private List<Row> close(java.util.TreeSet<Long> open, long streamTime, Aggregator agg) {
-      java.util.Set<Long> closing = new java.util.HashSet<>();
+    private List<Row> close(TreeSet<Long> open, long streamTime, Aggregator agg) {
+      Set<Long> closing = new HashSet<>();
       while (!open.isEmpty() && spec.threshold(open.first()) <= streamTime) {
         closing.add(open.pollFirst());
       }
