@@ -31,6 +31,7 @@ __all__ = [
     "SOURCE",
     "SOURCES",
     "TRANSACTIONAL_CLASS",
+    "dry_run",
     "jar",
     "warm_up",
     "write",
@@ -133,6 +134,17 @@ def write_transactional(
         batch._jdf, config, transactional_prefix, marker_topic, marker_group, batch_id, metadata
     )
     return [(int(o[0]), int(o[1]), bool(o[2])) for o in outcomes]
+
+
+def dry_run(batch: DataFrame, producer_config: Mapping[str, str], *, marker_topic: str | None) -> int:
+    """Run ``batch`` through the writers' own path, the rows made into records and none sent
+    (``SinkWarmUp.dryRun``); with ``marker_topic`` (exactly once), its partitions are made ready
+    on the driver as a write would. Returns the number of records made."""
+    jvm = batch.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    return int(
+        jvm.io.streamapp.spark.SinkWarmUp.dryRun(batch._jdf, _java_map(jvm, producer_config), marker_topic)
+    )
 
 
 def warm_up(

@@ -30,7 +30,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streamapp.runtime import metrics
 
-__all__ = ["OBSERVATION", "PORT_ENV", "Attached", "attach", "metrics_port"]
+__all__ = ["OBSERVATION", "PORT_ENV", "Attached", "attach", "metrics_port", "observe"]
 
 #: The environment variable naming the port the driver serves ``/metrics`` on.
 PORT_ENV = "STREAMAPP_METRICS_PORT"
@@ -52,13 +52,31 @@ def metrics_port(environ: Mapping[str, str]) -> int | None:
 
 @dataclasses.dataclass
 class Attached:
-    """What :func:`attach` made: the plan to start, its metrics, and how to stop serving them."""
+    """What :func:`attach` made: the app's metrics, and how to stop serving them."""
 
-    plan: DataFrame
     metrics: metrics.AppMetrics
     port: int | None
     stop_serving: Callable[[], None] = lambda: None
     listener: Any = None  # the query listener feeding ``metrics``; removed when the app stops
+
+
+def _observed(compiled: Any, sinks: list[str]) -> bool:
+    return compiled.trigger.kind != "real-time" and bool(sinks)
+
+
+def observe(compiled: Any, topology: Any) -> DataFrame:
+    """``compiled.plan`` with the sinks' observed metrics (:data:`OBSERVATION`: records and latest
+    timestamp per sink topic), or the plan itself where there are none: no sink, or the real-time
+    trigger, which takes no CollectMetrics node (there Spark's own sink counts its rows)."""
+    sinks = list(topology.sink_topics())
+    if not _observed(compiled, sinks):
+        return compiled.plan
+    columns = []
+    for i, topic in enumerate(sinks):
+        hit = F.col("topic") == F.lit(topic)
+        columns.append(F.sum(F.when(hit, 1).otherwise(0)).alias(f"out_{i}"))
+        columns.append(F.max(F.when(hit, F.unix_millis("timestamp"))).alias(f"ts_{i}"))
+    return compiled.plan.observe(OBSERVATION, *columns)
 
 
 def attach(
@@ -71,22 +89,14 @@ def attach(
     checkpoint: str,
     environ: Mapping[str, str] = os.environ,
 ) -> Attached:
-    """Instrument ``compiled`` (a :class:`compiler.Compiled`) for the app ``name``."""
+    """Serve the metrics of the app ``name`` running ``compiled`` (a :class:`compiler.Compiled`,
+    whose plan the query runs through :func:`observe`)."""
     namespace = environ.get("STREAMAPP_NAMESPACE") or namespace or ""
     sinks = list(topology.sink_topics())
     app_metrics = metrics.AppMetrics(
         app=name, namespace=namespace, sources=list(topology.source_topics()), sinks=sinks
     )
-    plan = compiled.plan
-    observed = compiled.trigger.kind != "real-time" and bool(sinks)
-    if observed:
-        # Real-time mode takes no CollectMetrics node; there Spark's own sink counts its rows.
-        columns = []
-        for i, topic in enumerate(sinks):
-            hit = F.col("topic") == F.lit(topic)
-            columns.append(F.sum(F.when(hit, 1).otherwise(0)).alias(f"out_{i}"))
-            columns.append(F.max(F.when(hit, F.unix_millis("timestamp"))).alias(f"ts_{i}"))
-        plan = plan.observe(OBSERVATION, *columns)
+    observed = _observed(compiled, sinks)
     listener = _Listener(
         app_metrics,
         spark=spark,
@@ -101,7 +111,7 @@ def attach(
         app_metrics.count("late", node, 0)  # each windowed aggregation's series exists from the start
     spark.streams.addListener(listener)
     port = metrics_port(environ)
-    attached = Attached(plan=plan, metrics=app_metrics, port=port, listener=listener)
+    attached = Attached(metrics=app_metrics, port=port, listener=listener)
     if port is not None:
         attached.stop_serving = _serve(app_metrics, port, environ.get("STREAMAPP_DRIVER_POD_IP"), name)
     return attached

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -47,6 +48,8 @@ PRINT_PREFIX = "\x00print:"
 SINK_COLUMNS = ("key", "value", "headers", "topic", "timestamp", "partition")
 
 _RESULT_SCHEMA = "task_records long"
+
+_log = logging.getLogger("streamapp.execution")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,14 +89,23 @@ class KafkaBatchWriter:
     engine: str = "jvm"
     #: Set: write each batch exactly once (the JVM engine only).
     exactly_once: ExactlyOnce | None = None
+    #: Set: the rows become records on the executors, through the writer's own path, and
+    #: nothing is sent or printed (a standby driver's warm-up; the JVM engine only).
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ("jvm", "python"):
             raise ValueError(f"unknown sink engine {self.engine!r} (jvm or python)")
+        if self.dry_run and self.engine != "jvm":
+            raise ValueError("a dry run needs the jvm engine")
         if self.exactly_once is not None and self.engine != "jvm":
             raise ValueError("exactly-once writes need the jvm engine (the python engine is at-least-once)")
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.dry_run:
+            made = self.write(batch, batch_id)
+            _log.info("warm-up: the sink's dry run made %d records of micro-batch %d", made, batch_id)
+            return
         if not self.prints:
             self.write(batch, batch_id)
             return
@@ -106,12 +118,20 @@ class KafkaBatchWriter:
 
     def write(self, batch: DataFrame, batch_id: int | None = None) -> int | None:
         """Write every row (the Python engine returns the number of records acknowledged);
-        exactly-once writes need the ``batch_id`` and return the number of records written."""
+        exactly-once writes need the ``batch_id`` and return the number of records written, a
+        dry run the number of records made."""
         bootstrap = self.bootstrap
         config = dict(self.producer_config)
         if self.engine == "jvm":
             from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
 
+            if self.dry_run:
+                eos = self.exactly_once
+                return jvm_sink.dry_run(
+                    batch,
+                    {"bootstrap.servers": bootstrap, **config},
+                    marker_topic=eos.marker_topic if eos else None,
+                )
             if self.exactly_once is None:
                 jvm_sink.write(batch, {"bootstrap.servers": bootstrap, **config})
                 return None

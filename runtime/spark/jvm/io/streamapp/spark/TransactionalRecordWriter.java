@@ -117,7 +117,7 @@ public final class TransactionalRecordWriter {
    * topic (which never holds a record) gets one partition per write task, created or grown here,
    * on the driver, before the tasks run. Known counts are remembered per JVM.
    */
-  private static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed)
+  static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed)
       throws Exception {
     List<Object> key = List.of(conf, topic);
     synchronized (MARKER_PARTITIONS) {
