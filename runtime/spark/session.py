@@ -135,7 +135,8 @@ def build_session(
             merged[key] = " ".join([without_archive, *options]).strip()
         elif not os.environ.get(cds.DUMP_ENV) and (old := cds.stale(archive)):
             print(
-                f"streamapp: the class-data archive {old[0]} was written for another JDK or Spark: "
+                f"streamapp: the class-data archive {old[0]} was written for another JDK, Spark or "
+                f"StreamApp build (its jars): "
                 f"start-up takes a few seconds longer until {_REWRITE} writes this one's",
                 flush=True,
             )
