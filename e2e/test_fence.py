@@ -18,6 +18,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,6 +104,47 @@ def test_one_holder_at_a_time_release_hands_over_at_once_silence_after_the_durat
     assert 2.5 <= waited < 8.0, waited
     assert _holder(kube, "app-one") == c.identity
     c.release()
+
+
+def test_a_released_driver_waits_until_the_driver_taking_over_keeps_up(
+    kube_cluster: cluster.Cluster, account: pathlib.Path
+) -> None:
+    # A rolling hand-over: the old driver releases the Lease and keeps its Spark idle until the
+    # new one says on the Lease that its query keeps up (the shutdown's CPU would slow its first
+    # micro-batch); bounded, and not at all when no driver waits to take over.
+    old, new = (lease.from_env(_env(kube_cluster, account, pod, "app-three")) for pod in ("old", "new"))
+    assert old is not None and new is not None
+    old.acquire(timeout=10)
+    old.start_renewing()
+    taking = threading.Thread(target=new.acquire, kwargs={"timeout": 30, "poll": 0.1})
+    taking.start()
+    _wait_for(
+        lambda: _annotations(kube_cluster, "app-three").get(lease.STANDBY_ANNOTATION) == new.identity,
+        10,
+        lambda: str(_annotations(kube_cluster, "app-three")),
+    )
+    assert old.release()
+    taking.join(10)
+    assert _holder(kube_cluster, "app-three") == new.identity
+    assert old.await_successor(timeout=0.5) == (new.identity, None)  # not said yet: waits it out
+    result: list[tuple[str | None, float | None]] = []
+    waiting = threading.Thread(target=lambda: result.append(old.await_successor(timeout=10, poll=0.1)))
+    waiting.start()
+    time.sleep(1.0)
+    assert waiting.is_alive()
+    new.start_renewing()
+    assert new.mark_keeping_up()
+    waiting.join(5)
+    assert result and result[0][0] == new.identity, result
+    assert result[0][1] is not None and 1.0 <= result[0][1] < 3.0, result
+    new.check(1)  # noting it took nothing from the holder
+    assert new.release()
+    assert new.await_successor(timeout=10) == (None, None)  # nobody waits: at once
+
+
+def _annotations(kube: cluster.Cluster, name: str) -> dict[str, str]:
+    found = json.loads(kube.kubectl("get", "lease", name, "-n", NS, "-o", "json"))
+    return dict(found["metadata"].get("annotations") or {})
 
 
 def test_a_driver_without_the_right_to_leases_is_refused_with_the_reason(
@@ -201,6 +243,11 @@ def test_a_second_driver_on_the_same_checkpoint_commits_no_batch_until_the_first
             one.send_signal(signal.SIGTERM)
             assert one.wait(60) == 0, log_one.read_text()[-3000:]
             assert "released Lease" in log_one.read_text(), log_one.read_text()[-3000:]
+            # The first kept its Spark up until the second said it keeps up (no input: its query
+            # found none), then shut down.
+            assert "fenced-driver-2/" in log_one.read_text() and " keeps up " in log_one.read_text(), (
+                log_one.read_text()[-3000:]
+            )
             _wait_for(lambda: "holding Lease" in log_two.read_text(), 30, lambda: log_two.read_text()[-3000:])
             handed = time.monotonic() - stopped
             admin.produce(kafka_bootstrap, source, [admin.Record(None, b"fourth")])

@@ -234,6 +234,7 @@ class StreamApp:
         self._error: BaseException | None = None
         self._progress = Progress()
         self._callbacks: list[ProgressCallback] = []
+        self._keeping_up = False
         self._listeners: list[Any] = []
         self._started = 0.0
         self._stop_requested = False
@@ -251,6 +252,11 @@ class StreamApp:
         if self._state in (State.RUNNING, State.PENDING_SHUTDOWN):
             return dataclasses.replace(self._progress, elapsed=time.monotonic() - self._started)
         return self._progress
+
+    @property
+    def keeping_up(self) -> bool:
+        """The query has completed a micro-batch, or looked for input and found none."""
+        return self._keeping_up
 
     @property
     def error(self) -> BaseException | None:
@@ -382,11 +388,15 @@ class StreamApp:
         if stop_now:  # stop() was called while Spark was starting
             self.stop(timeout=0)
 
-    def stop(self, timeout: float | None = None) -> bool:
+    def stop(
+        self, timeout: float | None = None, *, on_query_stopped: Callable[[], None] | None = None
+    ) -> bool:
         """Stop the query and wait until the app is NOT_RUNNING; True when it stopped in time.
 
         The one place that stops the query: signals, ``stop_when_idle`` and callers all end here
-        (a ``drain`` run ends by itself when the input is processed).
+        (a ``drain`` run ends by itself when the input is processed). ``on_query_stopped()`` is
+        called once this call stopped the query, before the session is released: its checkpoint
+        is free for another driver then (a rolling hand-over's old driver hands over there).
         """
         with self._lock:
             if self._state is State.CREATED:
@@ -403,6 +413,8 @@ class StreamApp:
             try:
                 self.stop_report = self._execution.stop_query()
                 _log.info("stopped %s: %s", self.application_id, self.stop_report)
+                if on_query_stopped is not None:
+                    on_query_stopped()
             finally:
                 self._query_stopped.set()  # the monitor may now release the session
         if threading.current_thread() is self._monitor:
@@ -446,9 +458,12 @@ class StreamApp:
                 now = time.monotonic()
                 for raw in self._new_batches(run, seen):
                     self._record(run, raw, reporter)
+                    self._keeping_up = True
                     if raw.get("numInputRows"):
                         idle_since = None
                 idleness = _idleness(run.query) if active else "waiting"
+                if active and idleness == "waiting":
+                    self._keeping_up = True
                 if idleness == "working":
                     idle_since = None
                 elif idleness == "waiting" and idle_since is None:

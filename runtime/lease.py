@@ -44,7 +44,18 @@ from typing import Any
 
 from streamapp.runtime import errors
 
-__all__ = ["ENV", "STANDBY_ANNOTATION", "Cancelled", "Fenced", "InCluster", "Lease", "LeaseError", "from_env"]
+__all__ = [
+    "ENV",
+    "HAND_OVER_WAIT_S",
+    "KEEPING_UP_ANNOTATION",
+    "STANDBY_ANNOTATION",
+    "Cancelled",
+    "Fenced",
+    "InCluster",
+    "Lease",
+    "LeaseError",
+    "from_env",
+]
 
 #: The variable naming the app's Lease (set by the operator in the driver Pod).
 ENV = "STREAMAPP_LEASE"
@@ -52,6 +63,12 @@ SERVICEACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: The Lease annotation a driver waiting in standby writes (its identity): the operator's signal
 #: to stop the running driver in a rolling hand-over.
 STANDBY_ANNOTATION = "streamapp.io/standby"
+#: The Lease annotation its holder writes (its identity) once its query keeps up — its first
+#: micro-batch done, or no input waiting: a rolling hand-over's old driver keeps its Spark up,
+#: idle, until then (:meth:`Lease.await_successor`).
+KEEPING_UP_ANNOTATION = "streamapp.io/keeping-up"
+#: How long a driver that released the Lease waits for its successor to keep up.
+HAND_OVER_WAIT_S = 10.0
 #: The name the API server's certificate is checked for when it is reached by IP.
 TLS_NAME = "kubernetes.default.svc"
 DEFAULT_DURATION = 15
@@ -172,6 +189,7 @@ class Lease:
         self._renewed: float | None = None  # monotonic time of the last successful write as holder
         self._lost: str | None = None
         self._stop = threading.Event()
+        self._writing = threading.Lock()  # a read-modify-write of the Lease at a time
         self._thread: threading.Thread | None = None
 
     # -- acquiring ------------------------------------------------------------------------------
@@ -302,6 +320,10 @@ class Lease:
 
     def renew(self) -> bool:
         """One renewal: True when this driver still holds the Lease."""
+        with self._writing:
+            return self._renew()
+
+    def _renew(self) -> bool:
         code, lease = self.api.request("GET", self._path)
         if code != 200:
             _log.warning("renewing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(lease))
@@ -359,6 +381,57 @@ class Lease:
         reason = self.problem()
         if reason is not None:
             raise Fenced(f"micro-batch {batch_id} not written: {reason}")
+
+    def mark_keeping_up(self) -> bool:
+        """Say on the Lease that this driver's query keeps up (:data:`KEEPING_UP_ANNOTATION`);
+        True once it is written. A failure only warns: the driver it took over from then shuts down
+        after :data:`HAND_OVER_WAIT_S`."""
+        try:
+            for _ in range(3):
+                with self._writing:  # not between a renewal's read and write (a 409 for it)
+                    code, lease = self.api.request("GET", self._path)
+                    if code != 200 or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                        return False
+                    annotations = dict(lease["metadata"].get("annotations") or {})
+                    lease["metadata"]["annotations"] = {**annotations, KEEPING_UP_ANNOTATION: self.identity}
+                    code, answer = self.api.request("PUT", self._path, lease)
+                if code == 200:
+                    return True
+                if code != 409:  # 409: written meanwhile (the operator); read it again
+                    break
+        except LeaseError as exc:
+            answer = {"message": str(exc)}
+        _log.warning("Lease %s/%s: keeping up not noted: %s", self.namespace, self.name, _message(answer))
+        return False
+
+    def await_successor(
+        self, timeout: float = HAND_OVER_WAIT_S, poll: float = 0.2
+    ) -> tuple[str | None, float | None]:
+        """After :meth:`release`: the driver taking over — the one waiting in standby, or the new
+        holder — and the seconds until it noted that it keeps up (None: not within ``timeout``);
+        ``(None, None)`` at once when no driver waits to take over."""
+        began = self._clock()
+        successor: str | None = None
+        while True:
+            try:
+                code, lease = self.api.request("GET", self._path)
+            except LeaseError:
+                return successor, None
+            if code != 200:
+                return successor, None
+            annotations = lease["metadata"].get("annotations") or {}
+            if successor is None:
+                holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+                waiting = annotations.get(STANDBY_ANNOTATION) or ""
+                successor = next((d for d in (holder, waiting) if d and d != self.identity), None)
+                if successor is None:
+                    return None, None
+            elapsed = self._clock() - began
+            if annotations.get(KEEPING_UP_ANNOTATION) == successor:
+                return successor, elapsed
+            if elapsed > timeout:
+                return successor, None
+            time.sleep(poll)
 
     def release(self) -> bool:
         """Stop renewing and hand the Lease back (holder cleared), if still held; True if it was."""
