@@ -237,7 +237,7 @@ def _execute(app: Any, lease: Any = None) -> int:
             done = (
                 f"keeps up {waited:.1f} s after the release"
                 if waited is not None
-                else f"ran no micro-batch within {lease_.HAND_OVER_WAIT_S:.0f} s"
+                else f"did not keep up within {lease_.HAND_OVER_WAIT_S:.0f} s"
             )
             print(f"{name}: {successor} {done}; shutting Spark down", flush=True)
 
