@@ -420,32 +420,6 @@ def _warm_up_sink(
 WARM_UP_TIMEOUT_S = 120
 
 
-#: How long a warm-up waits for the executors the driver asked for to register.
-EXECUTORS_TIMEOUT_S = 60
-
-
-def _await_executors(spark: SparkSession, timeout_s: float = EXECUTORS_TIMEOUT_S) -> None:
-    """Wait until the executors the driver asked for (``spark.executor.instances``) have
-    registered: the warm-up reaches only the executors there are, and Spark starts jobs once 80 %
-    have registered or after 30 s (measured in an e2e rescale to 3 executors: the warm-up ran on
-    the first alone, the two others registered after it, cold for the query's first batch). The
-    Kafka source places a partition's tasks by a hash over the sorted executors, so a warm-up
-    with all of them runs its source tasks where the query's will run. Nothing to wait for in
-    local mode; a timeout only warns."""
-    import time  # noqa: PLC0415
-
-    wanted = int(spark.sparkContext.getConf().get("spark.executor.instances", "0") or 0)
-    if wanted <= 0 or spark.sparkContext.master.startswith("local"):
-        return
-    tracker = spark.sparkContext._jsc.sc().statusTracker()
-    deadline = time.monotonic() + timeout_s
-    while (registered := len(tracker.getExecutorInfos()) - 1) < wanted:  # the driver is listed too
-        if time.monotonic() > deadline:
-            _log.warning("warm-up: %d of %d executors registered after %d s", registered, wanted, timeout_s)
-            return
-        time.sleep(0.2)
-
-
 class WarmUpFailed(errors.RunFailed):
     """The plan failed on the last input records: this revision would fail on them too."""
 
@@ -475,7 +449,6 @@ def _warm_up(
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
 
     began = time.monotonic()
-    _await_executors(spark)
     ends = admin.end_offsets(
         reads.bootstrap, topology.source_topics(), client_config=reads.credentials.librdkafka()
     )
