@@ -215,9 +215,14 @@ def _execute(app: Any, lease: Any = None) -> int:
             )
         return holder is not None
 
+    released: list[bool] = []  # once: by the hand-over, else when the app has ended
+
     def release() -> None:
         # The query has stopped: the next driver may start at once.
-        if lease is not None and not lost and lease.release():
+        if lease is None or lost or released:
+            return
+        released.append(True)
+        if lease.release():
             print(f"{name}: released Lease {lease.namespace}/{lease.name}", flush=True)
 
     def hand_over() -> None:

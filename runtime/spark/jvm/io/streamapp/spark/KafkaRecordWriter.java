@@ -155,18 +155,26 @@ public final class KafkaRecordWriter {
     throw new IllegalArgumentException("the sink needs a column named " + name);
   }
 
+  /**
+   * The sink's producer configuration: idempotent, acks from all replicas, 5 ms linger and 256 KiB
+   * batches unless {@code conf} (the app's client configuration) says otherwise; byte arrays.
+   */
+  static Map<String, Object> producerProps(Map<String, String> conf) {
+    Map<String, Object> props = new HashMap<>();
+    props.put("enable.idempotence", "true");
+    props.put("acks", "all");
+    props.put("linger.ms", "5");
+    props.put("batch.size", "262144");
+    props.putAll(conf);
+    props.put("key.serializer", ByteArraySerializer.class.getName());
+    props.put("value.serializer", ByteArraySerializer.class.getName());
+    return props;
+  }
+
   static synchronized Shared acquire(Map<String, String> conf) {
     Shared shared = PRODUCERS.get(conf);
     if (shared == null) {
-      Map<String, Object> props = new HashMap<>();
-      props.put("enable.idempotence", "true");
-      props.put("acks", "all");
-      props.put("linger.ms", "5");
-      props.put("batch.size", "262144");
-      props.putAll(conf);
-      props.put("key.serializer", ByteArraySerializer.class.getName());
-      props.put("value.serializer", ByteArraySerializer.class.getName());
-      shared = new Shared(new KafkaProducer<>(props));
+      shared = new Shared(new KafkaProducer<>(producerProps(conf)));
       PRODUCERS.put(conf, shared);
     }
     shared.users++;

@@ -27,7 +27,6 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
@@ -283,18 +282,12 @@ public final class TransactionalRecordWriter {
         return idle;
       }
     }
-    Map<String, Object> props = new HashMap<>();
-    props.put("acks", "all");
-    props.put("linger.ms", "5");
-    props.put("batch.size", "262144");
+    Map<String, Object> props = KafkaRecordWriter.producerProps(conf);
     // Above the longest micro-batch; a crashed attempt's transaction is aborted long before by
     // the restarted task's initTransactions() of the same id, so this bounds only odd cases.
-    props.put("transaction.timeout.ms", "600000");
-    props.putAll(conf);
+    props.putIfAbsent("transaction.timeout.ms", "600000");
     props.put("enable.idempotence", "true");
     props.put("transactional.id", transactionalId);
-    props.put("key.serializer", ByteArraySerializer.class.getName());
-    props.put("value.serializer", ByteArraySerializer.class.getName());
     KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
     try {
       producer.initTransactions(); // fences older producers of this id, ends their transaction
