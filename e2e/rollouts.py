@@ -47,7 +47,13 @@ class Feed:
         self._started, self._stopped = 0.0, 0.0
 
     def _run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+        # Partitions added to the topic get records within a second (librdkafka looks every 5 min
+        # by default), as they do from a producer that has refreshed its metadata: a rescale's
+        # first micro-batches then read every partition, not the old ones only.
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 0,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
 
         def acknowledged(err: object, msg: Any) -> None:
             (self.failed if err is not None else self.sent).append(msg.value().decode())

@@ -209,8 +209,8 @@ def _execute(app: Any, lease: Any = None) -> int:
         if holder is not None:
             warming.append(time.monotonic())
             print(
-                f"{name}: {holder} runs the query: warming up first (the plan once over the last "
-                "input record of each partition, through a dry run of the sink) …",
+                f"{name}: {holder} runs the query: warming up first (the plan once on every executor "
+                "over the last input records, through a dry run of the sink) …",
                 flush=True,
             )
         return holder is not None

@@ -222,9 +222,11 @@ class _Reads:
             self._counted.update(new)
         return frame
 
-    def again(self, starting: Callable[[Sequence[str]], str]) -> _Reads:
-        """The same reads from other offsets, with observations of their own."""
-        return dataclasses.replace(self, starting=starting, observed={}, _counted=set())
+    def again(self, starting: Callable[[Sequence[str]], str], **options: str) -> _Reads:
+        """The same reads from other offsets (and with ``options`` added), with observations of
+        their own."""
+        merged = {**self.options, **options}
+        return dataclasses.replace(self, options=merged, starting=starting, observed={}, _counted=set())
 
 
 def _plan(topology: Topology, reads: _Reads, checkpoint: str) -> tuple[compiler.Compiled, DataFrame]:
@@ -338,8 +340,7 @@ def start(
                     exactly_once=exactly_once,
                     dry_run=True,
                 )
-            took = _warm_up(spark, topology, reads=reads, checkpoint=checkpoint, writer=sinking)
-            _log.info("warm-up: the query's plan ran over the last input records in %.1f s", took)
+            _warm_up(spark, topology, reads=reads, checkpoint=checkpoint, writer=sinking)
             if sinking is not None:
                 _warm_up_sink(spark, topology, bootstrap=bootstrap, credentials=credentials, eos=exactly_once)
         instrumented = query_metrics.attach(
@@ -420,6 +421,32 @@ def _warm_up_sink(
 WARM_UP_TIMEOUT_S = 120
 
 
+#: How long a warm-up waits for the executors the driver asked for to register.
+EXECUTORS_TIMEOUT_S = 60
+
+
+def _task_slots(spark: SparkSession, timeout_s: float = EXECUTORS_TIMEOUT_S) -> int:
+    """The task slots of the executors the driver asked for (``spark.executor.instances`` ×
+    ``spark.executor.cores``), once they have registered — at most ``timeout_s``, after which the
+    registered ones count (a warning says so). Local mode: its cores."""
+    import time  # noqa: PLC0415
+
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return max(1, sc.defaultParallelism)
+    conf = sc.getConf()
+    wanted = int(conf.get("spark.executor.instances", "0") or 0)
+    cores = int(conf.get("spark.executor.cores", "1") or 1)
+    tracker = sc._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while (registered := len(tracker.getExecutorInfos()) - 1) < wanted:  # the driver is listed too
+        if time.monotonic() > deadline:
+            _log.warning("warm-up: %d of %d executors registered after %d s", registered, wanted, timeout_s)
+            break
+        time.sleep(0.2)
+    return max(1, registered * cores)
+
+
 class WarmUpFailed(errors.RunFailed):
     """The plan failed on the last input records: this revision would fail on them too."""
 
@@ -431,12 +458,13 @@ def _warm_up(
     reads: _Reads,
     checkpoint: str,
     writer: sink.KafkaBatchWriter | None,
-) -> float:
-    """Run the query's plan once over the last record of each input partition, on a throw-away
-    checkpoint inside the app's (``warm-up/``, on storage the executors share; removed after):
-    JVM classes, generated code, Kafka consumers, state stores and Python workers are then warm
-    on the driver and on the executors, and the query's first micro-batch costs what a later one
-    does. The plan is the query's own, observations included, and it runs through the sink's
+) -> None:
+    """Run the query's plan once over the last records of each input partition (as many as the
+    executors have task slots), each stage in a task per slot, on a throw-away checkpoint inside
+    the app's (``warm-up/``, on storage the executors share; removed after): JVM classes,
+    generated code, Kafka consumers, state stores and Python workers are then warm on the driver
+    and on every executor, and the query's first micro-batch costs what a later one does,
+    wherever its tasks go. The plan is the query's own, observations included, and it runs through the sink's
     own path with ``writer`` (a dry run: rows become records, nothing is sent; None: Spark's
     ``noop`` sink) — a plan that differs is compiled again on every executor in the first batch
     (measured in an e2e hand-over before this: 0.7 s of CPU in the first batch's state-and-sink
@@ -449,6 +477,7 @@ def _warm_up(
     from streamapp.runtime.kafka import admin  # noqa: PLC0415
 
     began = time.monotonic()
+    slots = _task_slots(spark)
     ends = admin.end_offsets(
         reads.bootstrap, topology.source_topics(), client_config=reads.credentials.librdkafka()
     )
@@ -458,11 +487,20 @@ def _warm_up(
 
     def last(topics: Sequence[str]) -> str:
         return json.dumps(
-            {t: {str(p): max(0, end - 1) for p, end in ends.get(t, {}).items()} for t in topics}
+            {t: {str(p): max(0, end - slots) for p, end in ends.get(t, {}).items()} for t in topics}
         )
 
+    shuffle = "spark.sql.shuffle.partitions"
+    partitions = spark.conf.get(shuffle)
     try:
-        compiled, plan = _plan(topology, reads.again(last), folder)
+        # Every executor runs every stage of the plan once. Reading: `minPartitions` splits the
+        # last records into a task per slot without a preferred executor (the Kafka source
+        # otherwise places a partition's task on one executor by a hash, and new partitions'
+        # tasks then go to executors the warm-up never reached: measured in a rescale to 3
+        # executors, 3-5 s cold tasks in the first batch). State: as many state partitions as
+        # slots, on this throw-away checkpoint (the query's plan is compiled already).
+        spark.conf.set(shuffle, str(slots))
+        compiled, plan = _plan(topology, reads.again(last, minPartitions=str(slots)), folder)
         stream = plan.writeStream.format("noop") if writer is None else plan.writeStream.foreachBatch(writer)
         query = (
             stream.outputMode(compiled.output_mode)
@@ -477,6 +515,19 @@ def _warm_up(
             raise WarmUpFailed(f"the plan failed on the last input records: {errors.one_line(exc)}") from exc
         finally:
             query.stop()
+        tasks = _tasks_per_stage(spark, str(query.runId))
     finally:
+        spark.conf.set(shuffle, partitions)
         checkpoints.delete(spark, root)
-    return time.monotonic() - began
+    _log.info(
+        "warm-up: the query's plan ran over the last input records in %.1f s (%d task slots; "
+        "tasks per stage: %s)", time.monotonic() - began, slots, ", ".join(map(str, tasks)) or "none",
+    )  # fmt: skip
+
+
+def _tasks_per_stage(spark: SparkSession, run_id: str) -> list[int]:
+    """The task count of each stage a query's run ran (its jobs' group is its run id)."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(run_id))]
+    stages = [tracker.getStageInfo(s) for job in jobs if job is not None for s in sorted(job.stageIds)]
+    return [stage.numTasks for stage in stages if stage is not None]

@@ -1,5 +1,5 @@
 """The warm-up a hand-over's new driver runs in standby, on the real broker: the query's plan once
-over the last record of each input partition, through the sink's dry run. It writes nothing, leaves nothing
+over the last records of each input partition, through the sink's dry run. It writes nothing, leaves nothing
 in the checkpoint, the query then resumes where the checkpoint says, and a revision whose plan
 fails on those records is refused before it could take over."""
 
@@ -70,8 +70,13 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     # counted, made records (none sent: the output check below).
     made = [int(m.split()[6]) for m in messages if m.startswith("warm-up: the sink's dry run made")]
     assert made and made[0] >= 2, messages
+    # Every stage ran a task per slot (local[2]: 2), whichever partitions the last records are in:
+    # on a cluster, every executor then runs every stage once, not only those the Kafka source's
+    # hash of a partition picks.
+    ran = next(m for m in messages if m.startswith("warm-up: the query's plan ran"))
+    assert re.search(r"\(2 task slots; tasks per stage: 2, 2\)$", ran), ran
     after = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
-    # The warm-up ran the plan over the last record of each partition again and wrote nothing:
+    # The warm-up ran the plan over the last records of each partition again and wrote nothing:
     # the output grew by the new line's two updates only, and the counts are exact.
     assert len(after) - len(before) == 2, [(r.key, r.value) for r in after[len(before) :]]
     latest = {(r.key or b"").decode(): int.from_bytes(r.value or b"", "big") for r in after}
