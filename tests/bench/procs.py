@@ -71,12 +71,13 @@ class Variant:
     env: Mapping[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
     launched_at: float = 0.0
+    launched_wall: float = 0.0  # time.time() at launch: against what the process itself reports
     seen: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "output.log", "wb") as out:
-            self.launched_at = time.monotonic()
+            self.launched_at, self.launched_wall = time.monotonic(), time.time()
             self.proc = subprocess.Popen(
                 list(self.argv),
                 cwd=self.workdir,

@@ -296,6 +296,40 @@ def _breakdown(
     return {"batches": batches, "input_rows": rows, "duration_ms": totals} if batches else None
 
 
+def _startup(path: pathlib.Path, launched: float, first_output: float) -> dict[str, Any] | None:
+    """Launch → first output in phases (s): the session up (Python imports, the JVM, the
+    SparkContext: the probe's note), the query's first trigger (planning, the query's start), the
+    first micro-batch (its durationMs), and the rest until the harness saw the first output."""
+    if not path.exists():
+        return None
+    from datetime import datetime
+
+    session, first = None, None
+    for line in path.read_text().splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if doc.get("event") == "session":
+            session = doc["t"] if session is None else min(session, doc["t"])
+        elif "timestamp" in doc:
+            doc["_t"] = datetime.fromisoformat(doc["timestamp"].replace("Z", "+00:00")).timestamp()
+            first = doc if first is None or doc["_t"] < first["_t"] else first
+    if session is None or first is None:
+        return None
+    took = first.get("durationMs", {}).get("triggerExecution", 0) / 1000
+    phases = {
+        "session_s": session - launched,
+        "to_first_trigger_s": first["_t"] - session,
+        "first_batch_s": took,
+        "to_output_s": first_output - (first["_t"] - launched) - took,
+    }
+    return {k: round(v, 2) for k, v in phases.items()} | {
+        "first_batch_rows": first.get("numInputRows", 0),
+        "first_batch_ms": first.get("durationMs", {}),
+    }
+
+
 def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> None:
     client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     names = [t for t in client.list_topics(timeout=10).topics if t.startswith(prefixes)]
@@ -447,6 +481,10 @@ def run_one(
         )
         if during:
             result["spark_latency_batches"] = during
+        if "startup_s" in result and variant_name != "kstreams":
+            phases = _startup(workdir / "progress.jsonl", variant.launched_wall, result["startup_s"])
+            if phases:
+                result["startup_phases"] = phases
         if result.get("status") == "ok":
             if wordcount:
                 extra = sorted(set(monitor.latest) - set(pool.word_counts(0, loaded)))

@@ -54,6 +54,10 @@ def install(session: Any, path: str | None = None) -> threading.Thread | None:
                 if getattr(session, "_bench_progress_stop", False):
                     return
 
+    # When the session was up (Python imports, the JVM, the SparkContext): the harness's start-up
+    # breakdown. The progress lines carry a timestamp; this one does not, so their reader skips it.
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"event": "session", "t": time.time()}) + "\n")
     thread = threading.Thread(target=poll, name="bench-progress", daemon=True)
     thread.start()
     session._bench_progress = thread
