@@ -138,8 +138,8 @@ def write_transactional(
 
 def dry_run(batch: DataFrame, producer_config: Mapping[str, str], *, marker_topic: str | None) -> int:
     """Run ``batch`` through the writers' own path, the rows made into records and none sent
-    (``SinkWarmUp.dryRun``); with ``marker_topic`` (exactly once), its partitions are made ready
-    on the driver as a write would. Returns the number of records made."""
+    (``SinkWarmUp.dryRun``); with ``marker_topic`` (exactly once), its partitions are looked up
+    on the driver as a write would, none made. Returns the number of records made."""
     jvm = batch.sparkSession.sparkContext._jvm
     assert jvm is not None
     return int(

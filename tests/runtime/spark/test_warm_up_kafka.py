@@ -6,6 +6,7 @@ fails on those records is refused before it could take over."""
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
 import pathlib
 import re
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from streamapp.runtime import Function, Serdes, StreamApp, StreamsBuilder, StreamsConfig, manifest
 from streamapp.runtime.app import State
@@ -25,6 +27,13 @@ if TYPE_CHECKING:
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 WORDCOUNT = pathlib.Path(__file__).parents[1] / "manifest" / "valid" / "wordcount.yaml"
+
+
+def _markers(bootstrap: str, checkpoint: pathlib.Path) -> dict[str, int]:
+    """The exactly-once marker topics of the query on ``checkpoint``, with their partitions."""
+    query = hashlib.sha256(str(checkpoint).encode()).hexdigest()[:12]
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    return {n: len(t.partitions) for n, t in topics.items() if n.endswith(f".{query}.markers")}
 
 
 def _drain(spark: SparkSession, topology: object, bootstrap: str, checkpoint: pathlib.Path,
@@ -52,7 +61,8 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     # The warm-up also readies the sink on the executors (SinkWarmUp.java: the shared producer,
     # or the marker reader and a producer without a transactional id): it must write nothing
     # either, and exactly once must still skip nothing and duplicate nothing.
-    source, sink = new_topic(2), new_topic(1)
+    # One input partition: one state partition, fewer than the warm-up's tasks (local[2]: 2).
+    source, sink = new_topic(1), new_topic(1)
     topology = manifest.build_topology(manifest.load_manifest(WORDCOUNT))
     topology = topology.rename_topics(
         {t: source for t in topology.source_topics()} | {t: sink for t in topology.sink_topics()}
@@ -61,6 +71,8 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in first])
     _drain(spark, topology, kafka_bootstrap, tmp_path, warm=False, guarantee=guarantee)
     before = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
+    markers = _markers(kafka_bootstrap, tmp_path) if guarantee == "exactly_once_v2" else {}
+    assert guarantee != "exactly_once_v2" or list(markers.values()) == [1], markers
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in second])
     with caplog.at_level(logging.INFO, logger="streamapp.execution"):
         app = _drain(spark, topology, kafka_bootstrap, tmp_path, warm=True, guarantee=guarantee)
@@ -84,6 +96,8 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     assert latest == dict(words)
     assert app.progress.records_read == {source: 1}  # the query itself read only the new line
     assert not (tmp_path / "warm-up").exists()
+    # The dry run looked the marker topic up but grew it to none of the warm-up's 2 tasks.
+    assert _markers(kafka_bootstrap, tmp_path) == markers
 
 
 def test_a_revision_that_fails_on_the_last_records_is_refused_by_its_warm_up(

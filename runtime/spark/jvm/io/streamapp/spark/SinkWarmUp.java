@@ -78,9 +78,9 @@ public final class SinkWarmUp {
   /**
    * A dry run of a write: {@code rows} (a warm-up micro-batch of the query's own plan) go the
    * writers' way — the batch's internal rows, each made into a record — and nothing is sent; with
-   * {@code markerTopic} (exactly once) the marker topic's partitions are made ready on the driver
-   * first, as a write does (the warm-up's plan has the query's partitions). Returns the number
-   * of records made.
+   * {@code markerTopic} (exactly once) the marker topic's partitions are looked up on the driver
+   * first, as a write does, but none is made: the warm-up's plan runs a task per executor slot,
+   * not the query's. Returns the number of records made.
    */
   public static long dryRun(Dataset<Row> rows, Map<String, String> config, String markerTopic)
       throws Exception {
@@ -88,7 +88,7 @@ public final class SinkWarmUp {
     org.apache.spark.rdd.RDD<InternalRow> rdd = rows.queryExecution().toRdd();
     if (markerTopic != null) {
       TransactionalRecordWriter.ensureMarkerPartitions(
-          new HashMap<>(config), markerTopic, rdd.getNumPartitions());
+          new HashMap<>(config), markerTopic, rdd.getNumPartitions(), false);
     }
     long made = 0;
     for (Long n :

@@ -88,7 +88,7 @@ public final class TransactionalRecordWriter {
     final HashMap<String, String> conf = new HashMap<>(config);
     final KafkaRecordWriter.Columns columns = KafkaRecordWriter.Columns.of(rows.schema());
     org.apache.spark.rdd.RDD<InternalRow> rdd = rows.queryExecution().toRdd();
-    ensureMarkerPartitions(conf, markerTopic, rdd.getNumPartitions());
+    ensureMarkerPartitions(conf, markerTopic, rdd.getNumPartitions(), true);
     return rdd.toJavaRDD()
         .mapPartitionsWithIndex(
             (Function2<Integer, Iterator<InternalRow>, Iterator<long[]>>)
@@ -114,14 +114,15 @@ public final class TransactionalRecordWriter {
   /**
    * The broker accepts a transactional offset commit only for a partition that exists: the marker
    * topic (which never holds a record) gets one partition per write task, created or grown here,
-   * on the driver, before the tasks run. Known counts are remembered per JVM.
+   * on the driver, before the tasks run. Known counts are remembered per JVM. {@code grow} false
+   * (a dry run): the count there is is looked up and remembered, nothing is made.
    */
-  static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed)
+  static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed, boolean grow)
       throws Exception {
     List<Object> key = List.of(conf, topic);
     synchronized (MARKER_PARTITIONS) {
       Integer known = MARKER_PARTITIONS.get(key);
-      if (known != null && known >= needed) {
+      if (known != null && (known >= needed || !grow)) {
         return;
       }
       Map<String, Object> props = new HashMap<>();
@@ -140,6 +141,12 @@ public final class TransactionalRecordWriter {
             throw e;
           }
           have = 0;
+        }
+        if (!grow) {
+          if (have > 0) {
+            MARKER_PARTITIONS.put(key, have);
+          }
+          return;
         }
         try {
           if (have == 0) {
