@@ -299,9 +299,9 @@ def _breakdown(
 def _startup(path: pathlib.Path, launched: float, first_output: float) -> dict[str, Any] | None:
     """Launch → first output in phases (s): the session up (Python imports, the JVM, the
     SparkContext: the probe's note), the query's first trigger (planning, the query's start), and
-    when the harness saw the first output, counted from that trigger (the output is read
-    uncommitted-visible before the micro-batch ends: at least once, or when its transaction
-    commits), besides the first micro-batch's own durationMs."""
+    when the harness saw the first output, counted from that trigger (it sees records before the
+    micro-batch ends: as they are written, or at the transaction's commit with exactly once);
+    besides, the first micro-batch's own durationMs."""
     if not path.exists():
         return None
     from datetime import datetime

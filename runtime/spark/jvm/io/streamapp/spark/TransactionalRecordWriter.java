@@ -115,7 +115,7 @@ public final class TransactionalRecordWriter {
    * The broker accepts a transactional offset commit only for a partition that exists: the marker
    * topic (which never holds a record) gets one partition per write task, created or grown here,
    * on the driver, before the tasks run. Known counts are remembered per JVM. {@code grow} false
-   * (a dry run): the count there is is looked up and remembered, nothing is made.
+   * (a dry run): the topic's count is looked up and remembered; nothing is made.
    */
   static void ensureMarkerPartitions(Map<String, String> conf, String topic, int needed, boolean grow)
       throws Exception {
