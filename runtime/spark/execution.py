@@ -464,13 +464,14 @@ def _warm_up(
     the app's (``warm-up/``, on storage the executors share; removed after): JVM classes,
     generated code, Kafka consumers, state stores and Python workers are then warm on the driver
     and on every executor, and the query's first micro-batch costs what a later one does,
-    wherever its tasks go. The plan is the query's own, observations included, and it runs through the sink's
-    own path with ``writer`` (a dry run: rows become records, nothing is sent; None: Spark's
-    ``noop`` sink) — a plan that differs is compiled again on every executor in the first batch
-    (measured in an e2e hand-over before this: 0.7 s of CPU in the first batch's state-and-sink
-    task, in code generation, the observations' first use and the writer's classes). User
-    functions see those records once more, as after a failover. A failure of the plan raises
-    :class:`WarmUpFailed` (the revision would fail on these records); a timeout only warns."""
+    wherever its tasks go. The plan is the query's own, observations included, and it runs
+    through the sink's own path with ``writer`` (a dry run: rows become records, nothing is
+    sent; None: Spark's ``noop`` sink) — a plan that differs is compiled again on every executor
+    in the first batch (measured in an e2e hand-over before this: 0.7 s of CPU in the first
+    batch's state-and-sink task, in code generation, the observations' first use and the
+    writer's classes). User functions see those records once more, as after a failover. A
+    failure of the plan raises :class:`WarmUpFailed` (the revision would fail on these records);
+    a timeout only warns."""
     import time  # noqa: PLC0415
     import uuid  # noqa: PLC0415
 
