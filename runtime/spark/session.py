@@ -38,6 +38,9 @@ DEFAULT_DRIVER_MEMORY = "2g"
 _REWRITE = "`make setup` (streamapp setup --class-data-archive)"
 _LOG4J2 = pathlib.Path(__file__).with_name("log4j2.properties")
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: Checkpoint files on a local disk without Hadoop's per-file `chmod`/`readlink` processes and
+#: `.crc` side files (see the class); other file systems keep Spark's own manager.
+_CHECKPOINT_FILES = "io.streamapp.spark.LocalCheckpointFileManager"
 #: Spark's default (secret|password|token|access key) plus the Kafka options that carry a private
 #: key or a JAAS login (spec.kafka.tls/sasl): Spark redacts a conf or option, in the UI, logs and
 #: plan descriptions, when its key or value matches.
@@ -52,6 +55,7 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": _ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.checkpointFileManagerClass": _CHECKPOINT_FILES,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
