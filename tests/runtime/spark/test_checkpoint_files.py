@@ -106,7 +106,9 @@ def _counts(spark: SparkSession, source: pathlib.Path, checkpoint: pathlib.Path,
     return {row["k"]: row["count"] for row in spark.table(name).collect()}
 
 
-def test_a_checkpoint_moves_between_sparks_manager_and_ours(spark: SparkSession, tmp_path: pathlib.Path) -> None:
+def test_a_checkpoint_moves_between_sparks_manager_and_ours(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
     ours = spark.conf.get(KEY)
     source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
     source.mkdir()
