@@ -24,9 +24,25 @@ ENV = "STREAMAPP_BENCH_PROGRESS"
 _INTERVAL = 0.5
 
 
-def _as_json(progress: Any) -> str:
-    text = getattr(progress, "json", None)
-    return str(text) if text is not None else json.dumps(progress)
+def _new_progress(query: Any, written: set[tuple[str, int]]) -> list[str]:
+    """The progress lines of ``query`` not written yet, oldest first.
+
+    Read from the JVM's buffer newest first, stopping at the first batch already written: a poll
+    costs a few py4j calls per new batch. ``query.recentProgress`` would convert all of Spark's
+    last 100 progresses through py4j on every poll, which loaded the measured driver's Python
+    (and its GIL, which StreamApp's foreachBatch needs every batch) with hundreds of calls a second.
+    """
+    run_id = str(query.runId)
+    buffer = query._jsq.recentProgress()
+    lines: list[str] = []
+    for index in range(len(buffer) - 1, -1, -1):
+        progress = buffer[index]
+        key = (run_id, int(progress.batchId()))
+        if key in written:
+            break
+        written.add(key)
+        lines.append(json.dumps(json.loads(progress.json())))
+    return lines[::-1]
 
 
 def install(session: Any, path: str | None = None) -> threading.Thread | None:
@@ -41,12 +57,7 @@ def install(session: Any, path: str | None = None) -> threading.Thread | None:
             try:
                 lines = []
                 for query in session.streams.active:
-                    for progress in query.recentProgress:
-                        doc = json.loads(_as_json(progress))
-                        key = (doc.get("runId", ""), int(doc.get("batchId", -1)))
-                        if key not in written:
-                            written.add(key)
-                            lines.append(json.dumps(doc))
+                    lines.extend(_new_progress(query, written))
                 if lines:
                     with open(target, "a", encoding="utf-8") as out:
                         out.write("\n".join(lines) + "\n")
