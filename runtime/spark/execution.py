@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FAILURE_LOGGERS", "READ_PREFIX", "WRITTEN", "Execution", "counted_topics", "start"]
 
-#: Observation names in a progress's ``observedMetrics``: one per source frame, one for the sink.
+#: Observation names in a progress's ``observedMetrics``: one per source frame, one for the sink
+#: (WRITTEN where the metrics' own, :data:`query_metrics.OBSERVATION`, is not in the plan).
 READ_PREFIX = "streamapp_read_"
 WRITTEN = "streamapp_written"
 
@@ -155,7 +156,9 @@ def counted_topics(
         row = metrics.get(name)
         if not row:
             continue
-        if name == WRITTEN:
+        # Each topic's count: column t<i>, or out_<i> (every other column) in the metrics' own.
+        column, stride = ("out_", 2) if name == query_metrics.OBSERVATION else ("t", 1)
+        if name in (WRITTEN, query_metrics.OBSERVATION):
             side = counts["written"]
         elif name.startswith("streamapp_skipped_"):
             side = counts["skipped"]
@@ -169,9 +172,9 @@ def counted_topics(
             # The progress's JSON gives the observed Row as a list of values; a Row object (or a
             # dict) by column name.
             if isinstance(row, (list, tuple)):
-                value = row[i] if i < len(row) else None
+                value = row[stride * i] if stride * i < len(row) else None
             else:
-                value = row.get(f"t{i}") if isinstance(row, Mapping) else None
+                value = row.get(f"{column}{i}") if isinstance(row, Mapping) else None
             if value:
                 side[topic] = side.get(topic, 0) + int(value)
     return counts
@@ -239,7 +242,10 @@ def _plan(topology: Topology, reads: _Reads, checkpoint: str) -> tuple[compiler.
     plan = query_metrics.observe(compiled, topology)
     if reads.counting:
         reads.observed.update({name: list(topics) for name, (_kind, topics) in compiled.error_counts.items()})
-        plan = _observe(plan, WRITTEN, topology.sink_topics(), reads.observed)
+        if plan is compiled.plan:
+            plan = _observe(plan, WRITTEN, topology.sink_topics(), reads.observed)
+        else:  # the metrics' observation counts the records per sink topic already: one node, not two
+            reads.observed[query_metrics.OBSERVATION] = list(topology.sink_topics())
     return compiled, plan
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamapp.runtime.spark import execution
+from streamapp.runtime.spark import execution, query_metrics
 
 NOTHING = {"skipped": {}, "dead_lettered": {}, "dropped": {}}
 
@@ -23,6 +23,15 @@ def test_observed_counts_are_read_per_topic_in_either_form_spark_reports() -> No
         "written": {},
         **NOTHING,
     }
+
+
+def test_records_written_are_read_from_the_metrics_observation_when_it_is_in_the_plan() -> None:
+    """The sink's metrics observation (out_<i>, ts_<i> per sink topic) counts the records written."""
+    observed = {"streamapp_read_0": ["in"], query_metrics.OBSERVATION: ["x", "y"]}
+    as_json = {"streamapp_read_0": [4], query_metrics.OBSERVATION: [3, 1700000000000, 1, 1700000000001]}
+    assert execution.counted_topics(as_json, observed)["written"] == {"x": 3, "y": 1}
+    as_rows = {query_metrics.OBSERVATION: {"out_0": None, "ts_0": None, "out_1": 2, "ts_1": 5}}
+    assert execution.counted_topics(as_rows, observed)["written"] == {"y": 2}
 
 
 def test_skipped_dead_lettered_and_dropped_records_are_counted_apart_from_reads() -> None:
