@@ -59,12 +59,22 @@ def read_record(spark: SparkSession, checkpoint: str) -> dict[str, Any] | None:
 
 
 def _write_record(spark: SparkSession, checkpoint: str, record: dict[str, Any]) -> None:
-    path, fs = _path(spark, checkpoint)
-    out = fs.create(path, True)
+    """Write the record atomically (a crash mid-write leaves the previous one), through the
+    checkpoint file manager Spark's own checkpoint files go through (session.py sets StreamApp's
+    for local disks)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    folder = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/"))
+    managers = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+    manager = managers.create(folder, spark._jsparkSession.sessionState().newHadoopConf())
+    manager.mkdirs(folder)
+    out = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(folder, FILE), True)
     try:
         out.write(bytearray(json.dumps(record, indent=2).encode()))
-    finally:
-        out.close()
+    except BaseException:
+        out.cancel()
+        raise
+    out.close()
 
 
 def delete(spark: SparkSession, location: str) -> None:

@@ -26,6 +26,8 @@ def test_state_partitions_are_recorded_then_kept_and_a_change_is_refused(
         assert checkpoints.state_partitions(spark, checkpoint, requested=None, default=6) == 6
         assert spark.conf.get("spark.sql.shuffle.partitions") == "6"
         assert json.loads((tmp_path / "ckpt" / "streamapp.json").read_text())["statePartitions"] == 6
+        # Written atomically through the checkpoint file manager: no temporary file, no .crc left.
+        assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["streamapp.json"]
         # A restart keeps the recorded number whatever the default (the input gained partitions).
         assert checkpoints.state_partitions(spark, checkpoint, requested=None, default=12) == 6
         assert checkpoints.state_partitions(spark, checkpoint, requested=6, default=1) == 6
