@@ -35,21 +35,25 @@ __all__ = ["FILE", "read_record", "state_partitions"]
 FILE = "streamapp.json"
 
 
-def _path(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:
+def _record_file(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:
+    """The checkpoint file manager Spark's own checkpoint files go through (session.py sets
+    StreamApp's for local disks), made ready for ``checkpoint``, and the record's path."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{FILE}")
-    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    folder = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/"))
+    managers = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+    manager = managers.create(folder, spark._jsparkSession.sessionState().newHadoopConf())
+    return manager, jvm.org.apache.hadoop.fs.Path(folder, FILE)
 
 
 def read_record(spark: SparkSession, checkpoint: str) -> dict[str, Any] | None:
     """The record of ``checkpoint``, or None when it has none yet."""
-    path, fs = _path(spark, checkpoint)
-    if not fs.exists(path):
+    manager, path = _record_file(spark, checkpoint)
+    if not manager.exists(path):
         return None
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    stream = fs.open(path)
+    stream = manager.open(path)
     try:
         text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
@@ -59,16 +63,10 @@ def read_record(spark: SparkSession, checkpoint: str) -> dict[str, Any] | None:
 
 
 def _write_record(spark: SparkSession, checkpoint: str, record: dict[str, Any]) -> None:
-    """Write the record atomically (a crash mid-write leaves the previous one), through the
-    checkpoint file manager Spark's own checkpoint files go through (session.py sets StreamApp's
-    for local disks)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    folder = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/"))
-    managers = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-    manager = managers.create(folder, spark._jsparkSession.sessionState().newHadoopConf())
-    manager.mkdirs(folder)
-    out = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(folder, FILE), True)
+    """Write the record atomically: a crash mid-write leaves the previous one."""
+    manager, path = _record_file(spark, checkpoint)
+    manager.mkdirs(path.getParent())
+    out = manager.createAtomic(path, True)
     try:
         out.write(bytearray(json.dumps(record, indent=2).encode()))
     except BaseException:
