@@ -191,6 +191,7 @@ class Lease:
         self._stop = threading.Event()
         self._writing = threading.Lock()  # a read-modify-write of the Lease at a time
         self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[], None]] = []
 
     # -- acquiring ------------------------------------------------------------------------------
 
@@ -275,6 +276,7 @@ class Lease:
         if code not in (200, 201):
             raise LeaseError(f"creating Lease {self.namespace}/{self.name}: HTTP {code} {_message(answer)}")
         self._renewed = self._clock()
+        self._changed()
         _log.info("holding Lease %s/%s (created) as %s", self.namespace, self.name, self.identity)
         return True
 
@@ -302,6 +304,7 @@ class Lease:
         if code != 200:
             raise LeaseError(f"taking Lease {self.namespace}/{self.name}: HTTP {code} {_message(answer)}")
         self._renewed = self._clock()
+        self._changed()
         how = f"taken over from {previous} (not renewed for {self.duration} s)" if expired else "free"
         _log.info("holding Lease %s/%s as %s (%s)", self.namespace, self.name, self.identity, how)
         return True
@@ -331,6 +334,7 @@ class Lease:
         holder = (lease.get("spec") or {}).get("holderIdentity") or ""
         if holder != self.identity:
             self._lost = f"Lease {self.namespace}/{self.name} is held by {holder or 'nobody'} now"
+            self._changed()
             return False
         lease["spec"]["renewTime"] = _now()
         code, answer = self.api.request("PUT", self._path, lease)
@@ -340,6 +344,7 @@ class Lease:
             )
             return False
         self._renewed = self._clock()
+        self._changed()
         return True
 
     def start_renewing(self, on_lost: Callable[[str], None] | None = None) -> None:
@@ -375,6 +380,29 @@ class Lease:
                 f"take it over after {self.duration} s)"
             )
         return None
+
+    def writable_for(self) -> tuple[float, str]:
+        """The seconds from now this driver may still write (≤ 0: not now), and why it may not
+        once they are up — what a gate outside Python (``BatchGate.java``) checks each batch by."""
+        reason = self.problem()
+        if reason is not None or self._renewed is None:
+            return 0.0, reason or "the Lease is not held"
+        limit = self.duration * 2 / 3
+        return self._renewed + limit - self._clock(), (
+            f"Lease {self.namespace}/{self.name} not renewed for {limit:.1f} s (another driver may "
+            f"take it over after {self.duration} s)"
+        )
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every acquisition, renewal, loss and release of the Lease."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception as exc:  # noqa: BLE001 - a listener's failure must not stop the renewals
+                _log.warning("Lease %s/%s: a listener failed: %s", self.namespace, self.name, exc)
 
     def check(self, batch_id: int) -> None:
         """Raise :class:`Fenced` unless this driver holds the Lease (before a batch writes)."""
@@ -456,6 +484,7 @@ class Lease:
             _log.warning("releasing Lease %s/%s: %s (it expires by itself)", self.namespace, self.name, exc)
         finally:
             self._renewed = None
+            self._changed()
         return False
 
 

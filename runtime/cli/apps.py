@@ -198,7 +198,7 @@ def _execute(app: Any, lease: Any = None) -> int:
         )
         waited = lease.acquire(poll=0.2, cancelled=lambda: stop)
         print(f"{name}: holding Lease {lease.namespace}/{lease.name} (waited {waited:.1f} s)", flush=True)
-        stopping.set_fence(lease.check)
+        stopping.set_fence(lease)
         lease.start_renewing(on_lost)
 
     warming: list[float] = []  # when the warm-up began

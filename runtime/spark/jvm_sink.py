@@ -32,6 +32,7 @@ __all__ = [
     "SOURCES",
     "TRANSACTIONAL_CLASS",
     "dry_run",
+    "gate",
     "jar",
     "warm_up",
     "write",
@@ -120,6 +121,16 @@ def _prepared(jvm: Any, class_name: str, config: Mapping[str, str]) -> tuple[Any
         made = (jvm, functools.reduce(getattr, class_name.split("."), jvm), _java_map(jvm, config))
         _PREPARED[key] = made
     return made[1], made[2]
+
+
+def gate(
+    jvm: Any, producer_config: Mapping[str, str], *, transactional: tuple[str, ...] | None = None
+) -> Any:
+    """A new ``BatchGate`` around the at-least-once writer or, with ``transactional`` (prefix,
+    marker topic, marker group, metadata head and tail), the exactly-once one."""
+    gates = jvm.io.streamapp.spark.BatchGate
+    config = _java_map(jvm, producer_config)
+    return gates.kafka(config) if transactional is None else gates.exactlyOnce(config, *transactional)
 
 
 def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:

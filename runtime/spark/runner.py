@@ -62,10 +62,11 @@ def start_kafka(
     JVM sink's producers or, with the real-time trigger, Spark's own sink. ``exactly_once`` makes
     the JVM sink transactional (refused with the real-time trigger: Spark's own sink is not).
 
-    A micro-batch query's sink sits behind a :class:`stopping.Gate`, so that
-    :func:`stopping.graceful_stop` can stop it between batches.
+    A micro-batch query's sink sits behind a :class:`stopping.JvmGate` (a
+    :class:`stopping.Gate` when the plan has `print` rows), so that :func:`stopping.graceful_stop`
+    can stop it between batches.
     """
-    gate = None
+    gate: stopping.Gate | stopping.JvmGate | None = None
     if trigger.kind == "real-time":
         if exactly_once is not None:
             raise ValueError(
@@ -83,15 +84,20 @@ def start_kafka(
         for key, value in kafka_io.client_options(producer_config).items():
             writer = writer.option(key, value)
     else:
-        gate = stopping.Gate(
-            sink.KafkaBatchWriter(
-                bootstrap=bootstrap,
-                producer_config=dict(producer_config or {}),
-                prints=prints,
-                exactly_once=exactly_once,
-            )
+        batch_writer = sink.KafkaBatchWriter(
+            bootstrap=bootstrap,
+            producer_config=dict(producer_config or {}),
+            prints=prints,
+            exactly_once=exactly_once,
         )
-        writer = plan.writeStream.foreachBatch(gate)
+        java = batch_writer.jvm_gate(plan.sparkSession.sparkContext._jvm)
+        if java is None:  # `print` rows: the batch comes to Python
+            gate = stopping.Gate(batch_writer)
+            writer = plan.writeStream.foreachBatch(gate)
+        else:
+            gate = stopping.JvmGate(java)
+            writer = plan.writeStream
+            writer._jwrite.foreachBatch(java)  # Java's DataStreamWriter.foreachBatch(VoidFunction2)
     writer = (
         writer.outputMode(output_mode)
         .option("checkpointLocation", checkpoint)

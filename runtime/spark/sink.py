@@ -72,7 +72,15 @@ class ExactlyOnce:
         return cls(name, f"{name}.markers", f"{name}.markers", fingerprint)
 
     def metadata(self, batch_id: int) -> str:
-        return json.dumps({"query": self.transactional_prefix, "batch": batch_id, "plan": self.fingerprint})
+        head, tail = self.metadata_parts()
+        return f"{head}{batch_id}{tail}"
+
+    def metadata_parts(self) -> tuple[str, str]:
+        """The marker's metadata of batch ``n`` is ``head + str(n) + tail`` (the JVM gate builds it)."""
+        head, tail = json.dumps(
+            {"query": self.transactional_prefix, "batch": 0, "plan": self.fingerprint}
+        ).split('"batch": 0', 1)
+        return head + '"batch": ', tail
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +123,21 @@ class KafkaBatchWriter:
             self.write(print_rows(batch), batch_id)
         finally:
             batch.unpersist()
+
+    def jvm_gate(self, jvm: Any) -> Any | None:
+        """This writer as a ``foreachBatch`` function of the JVM (``BatchGate.java``: the stop gate
+        and the fence around the JVM writer, no Python call per batch); None when the batches must
+        come to Python (`print` rows, a dry run, the Python engine)."""
+        if self.prints or self.dry_run or self.engine != "jvm":
+            return None
+        from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
+
+        config = {"bootstrap.servers": self.bootstrap, **self.producer_config}
+        eos = self.exactly_once
+        if eos is None:
+            return jvm_sink.gate(jvm, config)
+        names = (eos.transactional_prefix, eos.marker_topic, eos.marker_group)
+        return jvm_sink.gate(jvm, config, transactional=(*names, *eos.metadata_parts()))
 
     def write(self, batch: DataFrame, batch_id: int | None = None) -> int | None:
         """Write every row (the Python engine returns the number of records acknowledged);

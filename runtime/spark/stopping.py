@@ -19,6 +19,12 @@ closes the gate and then waits for one of:
   after a restart;
 - the timeout: the batch in flight is interrupted as ``query.stop()`` does (reported as such).
 
+Two gates do this: :class:`Gate`, a Python ``foreachBatch`` function around any sink (the `print`
+path, tests), and :class:`JvmGate`, the same gate in the JVM around the JVM writers
+(``BatchGate.java``): Spark's stream thread calls it directly, with no call into Python per batch.
+Both check the process's fence (:func:`set_fence`: the driver's Lease) before a batch writes; the
+JVM gate is told the fence's deadline after every renewal instead of asking each batch.
+
 Real-time (``latency: low``) queries write through Spark's own sink, not ``foreachBatch``: they
 have no gate and are stopped by ``query.stop()`` (the report says ``interrupted``).
 
@@ -33,7 +39,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,7 +48,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "SHUTDOWN_BUDGET_S",
+    "Fence",
     "Gate",
+    "JvmGate",
     "StopReport",
     "StoppedAtBoundary",
     "graceful_stop",
@@ -57,19 +65,37 @@ DEFAULT_TIMEOUT_S = 40.0
 SHUTDOWN_BUDGET_S = 15.0
 
 _POLL_S = 0.05
+#: What a parked batch's failure says, from either gate (BatchGate.java says it too): Spark reports
+#: the JVM gate's error by its message, without the exception's class.
+_PARKED = "was held before it started because the query is stopping"
+
+
+class Fence(Protocol):
+    """What allows this driver to write (:class:`streamapp.runtime.lease.Lease`)."""
+
+    def check(self, batch_id: int) -> None:
+        """Raise unless micro-batch ``batch_id`` may be written now."""
+
+    def writable_for(self) -> tuple[float, str]:
+        """The seconds from now writes stay allowed (≤ 0: not now), and why they are not after."""
+        ...
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever :meth:`writable_for` changes other than by time passing."""
+
 
 #: The gate of each running query, by query id (one process may run several queries: tests).
-_GATES: dict[str, Gate] = {}
+_GATES: dict[str, Gate | JvmGate] = {}
 _GATES_LOCK = threading.Lock()
-#: Called with the batch id before every micro-batch writes (the driver's Lease check); raises to
-#: refuse the write. None: no fence (local runs).
-_FENCE: Callable[[int], None] | None = None
+#: Checked before every micro-batch writes (the driver's Lease). None: no fence (local runs).
+_FENCE: Fence | None = None
 
 
-def set_fence(check: Callable[[int], None] | None) -> None:
-    """Install the process-wide check every gate runs before a batch writes (see :mod:`..lease`)."""
+def set_fence(fence: Fence | None) -> None:
+    """Install the process-wide fence every gate checks before a batch writes (see :mod:`..lease`);
+    gates made before it do not see it."""
     global _FENCE  # noqa: PLW0603 - one fence per driver process
-    _FENCE = check
+    _FENCE = fence
 
 
 class StoppedAtBoundary(RuntimeError):
@@ -111,14 +137,11 @@ class Gate:
                 self._cond.notify_all()
                 while not self._released:
                     self._cond.wait()
-                raise StoppedAtBoundary(
-                    f"micro-batch {batch_id} was held before it started because the query is stopping; "
-                    "it runs on restart"
-                )
+                raise StoppedAtBoundary(f"micro-batch {batch_id} {_PARKED}; it runs on restart")
             self.writing = batch_id
         try:
             if _FENCE is not None:
-                _FENCE(batch_id)
+                _FENCE.check(batch_id)
             self.sink(batch, batch_id)
         finally:
             with self._cond:
@@ -141,7 +164,50 @@ class Gate:
             self._cond.wait(timeout)
 
 
-def register(query: StreamingQuery, gate: Gate) -> None:
+class JvmGate:
+    """A ``BatchGate`` of the JVM (``jvm/io/streamapp/spark/BatchGate.java``): the gate of
+    :class:`Gate` and the fence, run by Spark's stream thread with no call into Python. Give
+    :attr:`java` to the Java ``DataStreamWriter.foreachBatch``."""
+
+    def __init__(self, java: Any) -> None:
+        self.java = java
+        fence = _FENCE
+        if fence is not None:
+
+            def push() -> None:
+                seconds, reason = fence.writable_for()
+                java.fence(int(seconds * 1e9), reason)
+
+            push()
+            fence.on_change(push)
+
+    @staticmethod
+    def _id(value: Any) -> int | None:
+        return None if value < 0 else int(value)
+
+    @property
+    def writing(self) -> int | None:
+        return self._id(self.java.writing())
+
+    @property
+    def parked(self) -> int | None:
+        return self._id(self.java.parked())
+
+    @property
+    def last_done(self) -> int | None:
+        return self._id(self.java.lastDone())
+
+    def close(self) -> None:
+        self.java.close()
+
+    def release(self) -> None:
+        self.java.release()
+
+    def wait_change(self, timeout: float) -> None:
+        self.java.awaitChange(int(timeout * 1000))
+
+
+def register(query: StreamingQuery, gate: Gate | JvmGate) -> None:
     """Remember ``gate`` as the one :func:`graceful_stop` closes for ``query``."""
     with _GATES_LOCK:
         _GATES[str(query.id)] = gate
@@ -150,7 +216,7 @@ def register(query: StreamingQuery, gate: Gate) -> None:
 def stopped_at_boundary(query: StreamingQuery) -> bool:
     """Whether the query's failure is a batch parked by :func:`graceful_stop` (not an error)."""
     error = query.exception()
-    return error is not None and StoppedAtBoundary.__name__ in str(error)
+    return error is not None and _PARKED in str(error)
 
 
 def graceful_stop(query: StreamingQuery, timeout_s: float = DEFAULT_TIMEOUT_S) -> StopReport:
