@@ -83,6 +83,8 @@ def test_one_holder_at_a_time_release_hands_over_at_once_silence_after_the_durat
     a, b, c = (lease.from_env(_env(kube, account, pod, "app-one")) for pod in ("a", "b", "c"))
     assert a is not None and b is not None and c is not None
     assert a.acquire(timeout=10) < 2.0
+    changes: list[tuple[float, str]] = []
+    a.on_change(lambda: changes.append(a.writable_for()))
     a.start_renewing()
     assert _holder(kube, "app-one") == a.identity and a.identity.startswith("a/")
     with pytest.raises(lease.LeaseError, match=r"still held by a/"):
@@ -91,7 +93,11 @@ def test_one_holder_at_a_time_release_hands_over_at_once_silence_after_the_durat
     with pytest.raises(lease.Fenced, match=r"micro-batch 7 not written: .* never acquired"):
         b.check(7)
 
+    # What a gate in the JVM is told after each renewal: 2/3 of the 3 s duration from then.
+    renewals = [seconds for seconds, reason in changes if "not renewed for 2.0 s" in reason]
+    assert renewals and all(1.5 < s <= 2.0 for s in renewals), changes
     a.release()
+    assert changes[-1][0] == 0.0, changes  # released: no more writes
     assert _holder(kube, "app-one") == ""
     assert b.acquire(timeout=10, poll=0.2) < 1.0  # released: taken at once
     with pytest.raises(lease.Fenced, match="not renewed"):
