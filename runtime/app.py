@@ -323,7 +323,6 @@ class StreamApp:
         self, before_query: Callable[[], None] | None = None, warm_up: Callable[[], bool] | None = None
     ) -> None:
         from streamapp.runtime.kafka import admin, security  # noqa: PLC0415
-        from streamapp.runtime.spark import execution  # noqa: PLC0415 - pyspark: only when an app starts
 
         if not self.bootstrap_servers:
             raise errors.StreamAppError(
@@ -331,19 +330,40 @@ class StreamApp:
                 "or StreamsConfig.bootstrap_servers"
             )
         spec = self.manifest.spec if self.manifest is not None else None
-        credentials = self.config.credentials
-        if credentials is None:
-            credentials = security.from_env(spec.kafka if spec is not None else None)
-        inputs = admin.partition_counts(
-            self.bootstrap_servers, self.topology.source_topics(), client_config=credentials.librdkafka()
+        conf = {**dict((spec.spark_conf if spec else None) or {}), **dict(self.config.spark_conf or {})}
+        # The real-time trigger runs one long-lived task per input partition, all at once: a local
+        # run needs that many task slots (threads; the cores are shared), known once the input is.
+        sized_by_input = (
+            self.config.master is None and self.topology.trigger()[0] == "real-time" and not self.config.drain
         )
-        master = self.config.master
-        if master is None:
-            master = "local[2]"
-            if self.topology.trigger()[0] == "real-time" and not self.config.drain:
-                # The real-time trigger runs one long-lived task per input partition, all at once: a
-                # local run needs that many task slots (threads; the cores are shared).
-                master = f"local[{max(2, sum(inputs.values()))}]"
+        launch = None
+        if self._spark is None and not sized_by_input:
+            from streamapp.runtime.spark import session  # noqa: PLC0415
+
+            # Spark's JVM starts (2-3 s, mostly waiting for it) while this thread imports the
+            # compiler and looks the input up in Kafka.
+            launch = session.Launch.begin(
+                app_name=self.application_id,
+                master=self.config.master or "local[2]",
+                conf=conf,
+                driver_memory=self.config.driver_memory or session.DEFAULT_DRIVER_MEMORY,
+            )
+        try:
+            from streamapp.runtime.spark import execution  # noqa: PLC0415 - pyspark: only when an app starts
+
+            credentials = self.config.credentials
+            if credentials is None:
+                credentials = security.from_env(spec.kafka if spec is not None else None)
+            inputs = admin.partition_counts(
+                self.bootstrap_servers, self.topology.source_topics(), client_config=credentials.librdkafka()
+            )
+        except BaseException:
+            if launch is not None:
+                launch.discard()
+            raise
+        master = self.config.master or "local[2]"
+        if sized_by_input:
+            master = f"local[{max(2, sum(inputs.values()))}]"
         if self.checkpoint_location is None:
             self.checkpoint_location = tempfile.mkdtemp(prefix=f"streamapp-{self.application_id}-")
         starting: dict[str, str] = {}
@@ -351,7 +371,6 @@ class StreamApp:
             starting["startingTimestamp"] = str(self.config.starting_timestamp)
         elif self.config.starting_offsets is not None:
             starting["startingOffsets"] = self.config.starting_offsets
-        conf = {**dict((spec.spark_conf if spec else None) or {}), **dict(self.config.spark_conf or {})}
         self._started = time.monotonic()
         self._execution = execution.start(
             self.topology,
@@ -359,7 +378,8 @@ class StreamApp:
             bootstrap=self.bootstrap_servers,
             checkpoint=self.checkpoint_location,
             master=master,
-            spark=self._spark,
+            spark=self._spark if launch is None else launch.session(),
+            owns_session=launch is not None,
             spark_conf=conf,
             driver_memory=self.config.driver_memory,
             state_partitions=self.config.state_partitions or (spec.state_partitions if spec else None),

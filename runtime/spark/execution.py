@@ -257,6 +257,7 @@ def start(
     checkpoint: str,
     master: str | None,
     spark: SparkSession | None = None,
+    owns_session: bool = False,
     spark_conf: Mapping[str, str] | None = None,
     driver_memory: str | None = None,
     state_partitions: int | None = None,
@@ -282,8 +283,9 @@ def start(
     processing-time interval); None runs them back to back. ``warm_up()`` true (asked once the
     session is up): the plan runs once over the last input records first (:func:`_warm_up`), so
     that the query's first micro-batch finds the JVMs warm — a standby driver's hand-over.
+    ``owns_session``: ``spark`` was built for this app (with ``spark_conf``), stop it with the app.
     """
-    owns = spark is None and SparkContext._active_spark_context is None
+    owns = owns_session or (spark is None and SparkContext._active_spark_context is None)
     if spark is None:
         spark = session.build_session(
             app_name=name,
@@ -291,7 +293,7 @@ def start(
             conf=dict(spark_conf or {}),
             driver_memory=driver_memory or session.DEFAULT_DRIVER_MEMORY,
         )
-    elif spark_conf:
+    elif spark_conf and not owns_session:  # an owned session was built with them
         for key, value in spark_conf.items():
             spark.conf.set(key, value)
     partitions: int | None = None

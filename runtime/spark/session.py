@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import threading
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -23,6 +25,7 @@ __all__ = [
     "DEFAULT_DRIVER_MEMORY",
     "DEFAULT_SHUFFLE_PARTITIONS",
     "REDACTION_REGEX",
+    "Launch",
     "base_conf",
     "build_session",
 ]
@@ -99,6 +102,55 @@ def spark_defaults() -> dict[str, str]:
             raise ValueError(f"{path}:{number}: expected 'key value' or 'key=value', got {raw!r}")
         conf[match[1]] = match[2]
     return conf
+
+
+class Launch:
+    """A session being built in a background thread (:meth:`begin`); :meth:`session` waits for it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._result: list[SparkSession] = []
+        self._error: list[BaseException] = []
+        self._discarded = False
+        self._lock = threading.Lock()
+
+        def build() -> None:
+            try:
+                built = build_session(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asks for it
+                self._error.append(exc)
+                return
+            with self._lock:
+                self._result.append(built)
+                discarded = self._discarded
+            if discarded:
+                built.stop()
+
+        self._thread = threading.Thread(target=build, name="streamapp-spark-launch", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def begin(cls, **kwargs: Any) -> Launch | None:
+        """Start building a session with ``build_session(**kwargs)``; None when this process has
+        one already (the app shares it and must not stop it)."""
+        if SparkContext._active_spark_context is not None:
+            return None
+        return cls(**kwargs)
+
+    def session(self) -> SparkSession:
+        """The session, once built (or the error that building it raised)."""
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._result[0]
+
+    def discard(self) -> None:
+        """Not needed after all (the app failed before its query): stopped once built, without
+        waiting for it here (an error about the input is reported at once)."""
+        with self._lock:
+            self._discarded = True
+            built = list(self._result)
+        for spark in built:
+            spark.stop()
 
 
 def build_session(
