@@ -99,12 +99,16 @@ def one_line(exc: BaseException | None) -> str:
     # a wrapper's traceback (foreachBatch runs in Python behind py4j's proxy).
     classed = [m.group(1) for ln in lines if (m := _ERROR_CLASS.search(ln))]
     causes = [ln for ln in lines if ln.startswith("Caused by:")]
+    # A task's own error, as Spark reports a failed job (the JVM sink's, run by the JVM gate).
+    tasks = [m.group(1) for ln in lines if (m := _TASK_FAILURE.match(ln))]
     if raised:
         chosen = raised[-1]
     elif python:
         chosen = python[-1]
     elif classed:
         chosen = classed[-1]
+    elif tasks:
+        chosen = tasks[-1]
     elif causes:
         chosen = causes[-1][len("Caused by:") :].strip()
     else:
@@ -114,4 +118,8 @@ def one_line(exc: BaseException | None) -> str:
 
 _RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (.+?)(?: SQLSTATE: \w+)?$")
 _ERROR_CLASS = re.compile(r"^(?:[\w.$]+: )?(\[[A-Z][A-Z0-9_.]+\] .+?)(?: SQLSTATE: \w+)?$")
+_TASK_FAILURE = re.compile(
+    r"^Job aborted due to stage failure: .*?most recent failure: Lost task .*?\(TID \d+\) \([^)]*\): "
+    r"(?:[a-z][\w$]*\.)+[A-Z][\w$]*: (.+)$"
+)
 _PYTHON_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt): \S")
