@@ -8,19 +8,22 @@ A null stays null in both directions (a tombstone stays a tombstone).
 
 Decoding is strict: an ``int``/``long``/``double`` of the wrong length, a ``string`` that is not
 UTF-8 and a ``json`` value that is not JSON are errors (:func:`problem` says why), never a null or
-a mis-decoded number. Given ``where`` (a column naming the record: topic, partition, offset),
-:func:`decode` fails the micro-batch on such a value with that name and the reason.
+a mis-decoded number: :func:`readable` fails the micro-batch on such a value, naming the record
+(topic, partition, offset) and the reason.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-__all__ = ["WIDTHS", "decode", "encode", "problem", "record_name"]
+__all__ = ["WIDTHS", "decode", "encode", "problem", "readable", "record_name"]
 
 #: Byte widths of the fixed-width serdes (Kafka's IntegerSerializer, LongSerializer, DoubleSerializer).
 WIDTHS = {"int": 4, "long": 8, "double": 8}
@@ -77,20 +80,35 @@ def record_name(part: str) -> Column:
     )
 
 
-def decode(col: Column, serde: str, *, schema: str | None = None, where: Column | None = None) -> Column:
-    """The typed column a serde reads from ``col`` (binary); with ``where``, an invalid value fails
-    the batch with a message naming the record (``where``) and the reason."""
-    decoded = _decode(col, serde, schema=schema)
-    if where is None or serde == "bytes":
-        return decoded
-    bad = problem(col, serde)
-    reason = F.concat(
-        where,
-        F.lit(f" cannot be read with the {serde} serde: "),
-        bad,
-        F.lit(" (deserializationErrors: fail)"),
-    )
-    return F.when(bad.isNotNull(), F.raise_error(reason)).otherwise(decoded)
+def decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
+    """The typed column a serde reads from ``col`` (binary); :func:`readable` checks it first."""
+    return _decode(col, serde, schema=schema)
+
+
+def readable(df: DataFrame, serdes: Mapping[str, str]) -> DataFrame:
+    """``df`` failing the micro-batch at a record whose binary column (a key of ``serdes``) its
+    serde cannot read, with a message naming the record (its ``topic``, ``partition`` and
+    ``offset``) and the reason.
+
+    The check is a filter that keeps every row it does not fail, so that the decoded columns stay
+    plain expressions: Spark's optimizer copies a column's expression into each later step that
+    reads it (a filter pushed below a projection, for one), and a check inside the decoded column
+    ran once per copy. Later filters are combined after it, and Spark evaluates a Python function
+    of a filter only on the rows that passed the filter's other conditions, so no user code sees a
+    value its serde cannot read."""
+    checks = []
+    for column, serde in serdes.items():
+        if serde == "bytes":
+            continue
+        bad = problem(F.col(column), serde)
+        reason = F.concat(
+            record_name(column),
+            F.lit(f" cannot be read with the {serde} serde: "),
+            bad,
+            F.lit(" (deserializationErrors: fail)"),
+        )
+        checks.append(F.when(bad.isNotNull(), F.raise_error(reason)).otherwise(F.lit(True)))
+    return df.where(functools.reduce(lambda a, b: a & b, checks)) if checks else df
 
 
 def _decode(col: Column, serde: str, *, schema: str | None = None) -> Column:

@@ -70,13 +70,9 @@ class RecordFrame:
     ) -> RecordFrame:
         """Decode the binary key/value of Kafka source rows with their serdes."""
         return RecordFrame(
-            df.select(
-                codecs.decode(
-                    F.col("key"), key_serde, schema=key_schema, where=codecs.record_name("key")
-                ).alias("key"),
-                codecs.decode(
-                    F.col("value"), value_serde, schema=value_schema, where=codecs.record_name("value")
-                ).alias("value"),
+            codecs.readable(df, {"key": key_serde, "value": value_serde}).select(
+                codecs.decode(F.col("key"), key_serde, schema=key_schema).alias("key"),
+                codecs.decode(F.col("value"), value_serde, schema=value_schema).alias("value"),
                 F.col("timestamp"),
                 F.col("headers"),
                 F.col("partition"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 CASES = {
     "int": ("i", [0, 1, -1, 256, 2**31 - 1, -(2**31), None]),
@@ -84,11 +84,16 @@ def test_a_value_the_serde_cannot_read_fails_naming_the_record_and_the_reason(
         "value binary, topic string, partition int, offset long",
     )
     schema = "amount DOUBLE" if serde == "json" else None
-    decoded = df.select(
-        codecs.decode(F.col("value"), serde, schema=schema, where=codecs.record_name("value"))
-    )
-    assert decoded.limit(2).count() == 2  # the valid value and the tombstone decode
+
+    def decoded(rows: DataFrame) -> list[Row]:
+        return (
+            codecs.readable(rows, {"value": serde})
+            .select(codecs.decode(F.col("value"), serde, schema=schema))
+            .collect()
+        )
+
+    assert len(decoded(df.where("offset < 42"))) == 2  # the valid value and the tombstone pass
     with pytest.raises(Exception) as failure:  # Spark wraps it: the message is what matters
-        decoded.collect()
+        decoded(df)
     message = str(failure.value)
     assert f"value of record orders/2@42 cannot be read with the {serde} serde: {reason}" in message, message

@@ -187,6 +187,38 @@ def test_a_dead_letter_policy_without_a_topic_is_refused_by_name() -> None:
     assert "spec.topology.streams[0].from.deadLetterTopic" in str(raised.value)
 
 
+@pytest.mark.parametrize("predicate", ["python", "sql"])
+def test_a_value_its_serde_cannot_read_fails_before_any_step_sees_it(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: pathlib.Path,
+    predicate: str,
+) -> None:
+    """deserializationErrors: fail (the default): the record is named and no filter sees its
+    value — a Python function is never called with it, and a filter that would drop it does not
+    hide it (Kafka Streams deserialises before any processor)."""
+    import udfs
+
+    from streamapp.runtime.cli import apps
+
+    source, out = new_topic(1), new_topic(1)
+    admin.produce(kafka_bootstrap, source, [_rec(b"k", b"fine", T0), _rec(b"k", b"\xff\xfe", T0 + 1)])
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    keep = udfs.refuses_undecodable if predicate == "python" else "value = 'fine'"
+    b.stream(source).filter(keep).to(out)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path / "checkpoint"), drain=True
+    )
+    app = StreamApp(b.build(), config, spark=spark)
+    app.start()
+    assert app.await_termination(240)
+    assert app.state is State.ERROR
+    message = apps.one_line(app.error)
+    expected = f"value of record {source}/0@1 cannot be read with the string serde: not valid UTF-8"
+    assert expected in message, message
+
+
 def test_a_record_too_large_for_the_sink_stops_the_app_naming_the_topic(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
 ) -> None:

@@ -47,3 +47,10 @@ def refuse_boom(values: pd.Series) -> pd.Series:
     if (values == "boom").any():
         raise ValueError("refuse_boom: 'boom' is not accepted")
     return values.str.upper()
+
+
+def refuses_undecodable(values: pd.Series) -> pd.Series:
+    """A filter that fails if it is ever given a value its string serde could not read."""
+    if values.dropna().str.contains("\ufffd").any():
+        raise ValueError("the filter was given a value that is not UTF-8")
+    return values.notna()
