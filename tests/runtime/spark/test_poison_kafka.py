@@ -56,6 +56,18 @@ def _run(
     return app
 
 
+def _failure(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> str:
+    """Drain with ``topology``, which must fail: the one line the app's error says."""
+    from streamapp.runtime.cli import apps
+
+    config = StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True)
+    app = StreamApp(topology, config, spark=spark)
+    app.start()
+    assert app.await_termination(240)
+    assert app.state is State.ERROR
+    return apps.one_line(app.error)
+
+
 def test_dead_letters_keep_the_original_bytes_and_say_where_and_why(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
 ) -> None:
@@ -200,21 +212,12 @@ def test_a_value_its_serde_cannot_read_fails_before_any_step_sees_it(
     hide it (Kafka Streams deserialises before any processor)."""
     import udfs
 
-    from streamapp.runtime.cli import apps
-
     source, out = new_topic(1), new_topic(1)
     admin.produce(kafka_bootstrap, source, [_rec(b"k", b"fine", T0), _rec(b"k", b"\xff\xfe", T0 + 1)])
     b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
     keep = udfs.refuses_undecodable if predicate == "python" else "value = 'fine'"
     b.stream(source).filter(keep).to(out)
-    config = StreamsConfig(
-        bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path / "checkpoint"), drain=True
-    )
-    app = StreamApp(b.build(), config, spark=spark)
-    app.start()
-    assert app.await_termination(240)
-    assert app.state is State.ERROR
-    message = apps.one_line(app.error)
+    message = _failure(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
     expected = f"value of record {source}/0@1 cannot be read with the string serde: not valid UTF-8"
     assert expected in message, message
 
@@ -224,20 +227,11 @@ def test_a_record_too_large_for_the_sink_stops_the_app_naming_the_topic(
 ) -> None:
     """A production error has one policy, fail (EXACTLY_ONCE.md says why): a 2 MB value, above the
     producer's max.request.size, stops the query with the topic and Kafka's own error."""
-    from streamapp.runtime.cli import apps
-
     source, out = new_topic(1), new_topic(1)
     admin.produce(kafka_bootstrap, source, [_rec(b"k", b"ab", T0)])
     b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
     b.stream(source).map_values("repeat(value, 1048576)").to(out)
-    config = StreamsConfig(
-        bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path / "checkpoint"), drain=True
-    )
-    app = StreamApp(b.build(), config, spark=spark)
-    app.start()
-    assert app.await_termination(240)
-    assert app.state is State.ERROR
-    message = apps.one_line(app.error)
+    message = _failure(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
     assert f"to topic {out}" in message and "RecordTooLargeException" in message, message
     assert "not transient: the query stops" in message, message
     assert admin.consume(kafka_bootstrap, out, idle=1.0, timeout=30) == []
