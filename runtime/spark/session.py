@@ -108,8 +108,8 @@ class Launch:
     """A session being built in a background thread (:meth:`begin`); :meth:`session` waits for it."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self._result: list[SparkSession] = []
-        self._error: list[BaseException] = []
+        self._built: SparkSession | None = None
+        self._error: BaseException | None = None
         self._discarded = False
         self._lock = threading.Lock()
 
@@ -117,10 +117,10 @@ class Launch:
             try:
                 built = build_session(**kwargs)
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that asks for it
-                self._error.append(exc)
+                self._error = exc
                 return
             with self._lock:
-                self._result.append(built)
+                self._built = built
                 discarded = self._discarded
             if discarded:
                 built.stop()
@@ -139,18 +139,19 @@ class Launch:
     def session(self) -> SparkSession:
         """The session, once built (or the error that building it raised)."""
         self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._result[0]
+        if self._error is not None:
+            raise self._error
+        assert self._built is not None
+        return self._built
 
     def discard(self) -> None:
         """Not needed after all (the app failed before its query): stopped once built, without
         waiting for it here (an error about the input is reported at once)."""
         with self._lock:
             self._discarded = True
-            built = list(self._result)
-        for spark in built:
-            spark.stop()
+            built = self._built
+        if built is not None:
+            built.stop()
 
 
 def build_session(
