@@ -395,7 +395,10 @@ class StreamApp:
             before_query=before_query,
             warm_up=warm_up,
         )
-        self._progress = Progress(counted=bool(self._execution.observed) or not self.topology.source_topics())
+        self._progress = Progress(
+            counted=bool(self._execution.observed or self._execution.read_sources)
+            or not self.topology.source_topics()
+        )
         reporter = self._reporter(credentials)
         self._monitor = threading.Thread(
             target=self._follow, args=(self._execution, reporter), name=f"streamapp-{self.application_id}"
@@ -468,7 +471,7 @@ class StreamApp:
 
     def _follow(self, run: execution.Execution, reporter: Any) -> None:
         """Follow the query until it terminates; then finish the app (monitor thread)."""
-        seen: set[tuple[str, int]] = set()
+        last = ("", -1)  # the timestamp and batch id of the last progress report read
         #: since when the query has been waiting for input with nothing to do; None while it starts,
         #: runs a batch or has just read records (a resumed query with no new input runs no batch)
         idle_since: float | None = None
@@ -476,8 +479,16 @@ class StreamApp:
             while True:
                 active = run.query.isActive
                 now = time.monotonic()
-                for raw in self._new_batches(run, seen):
-                    self._record(run, raw, reporter)
+                for raw in _reports_after(run.query, last):
+                    last = (str(raw["timestamp"]), int(raw["batchId"]))
+                    # Idle reports (no batch ran) carry no addBatch phase: nothing to count.
+                    ran = "addBatch" in (raw.get("durationMs") or {})
+                    written = run.written(int(raw["batchId"])) if ran else None
+                    if run.metrics is not None:
+                        run.metrics.feed.progress(raw, written=written)
+                    if not ran:
+                        continue
+                    self._record(run, raw, reporter, written)
                     self._keeping_up = True
                     if raw.get("numInputRows"):
                         idle_since = None
@@ -502,24 +513,23 @@ class StreamApp:
             _log.warning("%s: following the query failed: %s", self.application_id, exc)
         self._finish(run, reporter)
 
-    def _new_batches(self, run: execution.Execution, seen: set[tuple[str, int]]) -> list[dict[str, Any]]:
-        batches = []
-        for item in run.query.recentProgress:
-            raw = _as_dict(item)
-            # Idle progress reports (no batch ran) carry no addBatch phase: nothing to count.
-            if "addBatch" not in (raw.get("durationMs") or {}):
-                continue
-            key = (str(raw.get("runId")), int(raw.get("batchId", -1)))
-            if key not in seen:
-                seen.add(key)
-                batches.append(raw)
-        return batches
-
-    def _record(self, run: execution.Execution, raw: Mapping[str, Any], reporter: Any) -> None:
+    def _record(
+        self,
+        run: execution.Execution,
+        raw: Mapping[str, Any],
+        reporter: Any,
+        written: Mapping[str, tuple[int, int | None]] | None,
+    ) -> None:
         from streamapp.runtime.kafka import progress  # noqa: PLC0415
         from streamapp.runtime.spark import execution  # noqa: PLC0415
 
-        counts = execution.counted_topics(raw.get("observedMetrics") or {}, run.observed)
+        counts = execution.counted_topics(
+            raw.get("observedMetrics") or {},
+            run.observed,
+            sources=raw.get("sources") or (),
+            read_sources=run.read_sources,
+            written=written,
+        )
         old = self._progress
         self._progress = dataclasses.replace(
             old,
@@ -574,6 +584,8 @@ class StreamApp:
             failure = run.failure()
         except Exception as exc:  # noqa: BLE001 - the session is already gone
             failure = exc
+        if failure is not None and run.metrics is not None:
+            run.metrics.feed.failed()
         self._progress = dataclasses.replace(
             self._progress,
             late=run.late_total(),
@@ -618,15 +630,25 @@ def _idleness(query: Any) -> str:
     return "waiting" if message.startswith("Waiting") else "polling"
 
 
-def _as_dict(progress: Any) -> dict[str, Any]:
-    """A StreamingQueryProgress as a dict (pyspark gives objects or dicts, by version)."""
-    if isinstance(progress, dict):
-        return progress
+def _reports_after(query: Any, last: tuple[str, int]) -> list[dict[str, Any]]:
+    """The query's progress reports (micro-batches and idle reports) made after ``last`` (the
+    timestamp, Spark's ISO-8601 UTC text, which sorts as time does, and batch id of a report),
+    oldest first.
+
+    Read from Spark's buffer of recent reports newest first, up to the first one already read: two
+    py4j calls per report looked at and the JSON of each new one. (PySpark's
+    ``query.recentProgress`` converts the whole buffer, 100 reports, through JSON on every call:
+    twice a second, CPU a 2-core driver's micro-batches waited for.)"""
     import json  # noqa: PLC0415
 
-    text = getattr(progress, "json", None)
-    parsed: dict[str, Any] = json.loads(text if isinstance(text, str) else str(progress))
-    return parsed
+    buffer = query._jsq.recentProgress()
+    reports: list[dict[str, Any]] = []
+    for index in range(len(buffer) - 1, -1, -1):
+        report = buffer[index]
+        if (str(report.timestamp()), int(report.batchId())) <= last:
+            break
+        reports.append(json.loads(report.json()))
+    return reports[::-1]
 
 
 def _add(total: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:

@@ -48,7 +48,15 @@ _log = logging.getLogger("streamapp.execution")
 if TYPE_CHECKING:
     from streamapp.runtime.topology.graph import Topology
 
-__all__ = ["FAILURE_LOGGERS", "READ_PREFIX", "WRITTEN", "Execution", "counted_topics", "start"]
+__all__ = [
+    "FAILURE_LOGGERS",
+    "READ_PREFIX",
+    "WRITTEN",
+    "Execution",
+    "counted_topics",
+    "source_description",
+    "start",
+]
 
 #: Observation names in a progress's ``observedMetrics``: one per source frame, one for the sink
 #: (WRITTEN where the metrics' own, :data:`query_metrics.OBSERVATION`, is not in the plan).
@@ -68,10 +76,17 @@ class Execution:
     late: Mapping[str, Any]
     #: observation name → the topics its columns count, in column order (``t0``, ``t1``, …)
     observed: Mapping[str, Sequence[str]]
+    #: progress source description → the topic whose records read are that source's input rows
+    read_sources: Mapping[str, str]
     owns_session: bool  # the session was created for this app: stop it with the app
     listeners: list[Any] = dataclasses.field(default_factory=list)
     #: the Prometheus metrics (served when ``STREAMAPP_METRICS_PORT`` is set)
     metrics: query_metrics.Attached | None = None
+
+    def written(self, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
+        """Per topic, the records micro-batch ``batch_id`` wrote and their largest timestamp (epoch
+        ms), when the sink counts them (else they are observed in the plan)."""
+        return runner.written(self.query, batch_id)
 
     def late_by_node(self) -> dict[str, int]:
         return {node: int(counter.value) for node, counter in self.late.items()}
@@ -94,7 +109,8 @@ class Execution:
         """Detach the listeners, stop serving metrics; stop the session when this app created it."""
         if self.metrics is not None:
             self.metrics.stop_serving()
-            self.listeners.append(self.metrics.listener)
+        with contextlib.suppress(Exception):  # the session may already be gone
+            runner.forget(self.query)
         for listener in self.listeners:
             # The session may already be gone: then there is nothing to release.
             with contextlib.suppress(Exception):
@@ -117,6 +133,9 @@ FAILURE_LOGGERS = (
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
     "org.apache.spark.sql.execution.streaming.runtime.StreamExecution",
+    # KafkaSink's write (a data source write of Spark's) aborting a failed micro-batch
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
 )
 
 
@@ -138,13 +157,26 @@ def _observe(
     return frame.observe(name, *columns)
 
 
+def source_description(topic: str) -> str:
+    """How Spark's progress names a Kafka source subscribed to ``topic`` alone."""
+    return f"KafkaV2[Subscribe[{topic}]]"
+
+
 def counted_topics(
-    metrics: Mapping[str, Any], observed: Mapping[str, Sequence[str]]
+    metrics: Mapping[str, Any],
+    observed: Mapping[str, Sequence[str]],
+    *,
+    sources: Sequence[Mapping[str, Any]] = (),
+    read_sources: Mapping[str, str] | None = None,
+    written: Mapping[str, tuple[int, int | None]] | None = None,
 ) -> dict[str, dict[str, int]]:
     """``{"read": …, "written": …, "skipped": …, "dead_lettered": …, "dropped": …}`` (each
-    ``{topic: n}``) from one progress's ``observedMetrics``; skipped and dead-lettered records are
-    counted per source topic, records dropped (a null key, or a null value into sliding windows)
-    per node (``{node: n}``)."""
+    ``{topic: n}``) from one progress's ``observedMetrics`` and ``sources``; skipped and
+    dead-lettered records are counted per source topic, records dropped (a null key, or a null
+    value into sliding windows) per node (``{node: n}``). ``read_sources`` maps the description of
+    a source that reads one topic to the topic: its records read are the source's
+    ``numInputRows`` (the first source so described: a topic two nodes read is counted once).
+    ``written``: the records written per topic as the sink counted them (:meth:`Execution.written`)."""
     counts: dict[str, dict[str, int]] = {
         "read": {},
         "written": {},
@@ -152,6 +184,16 @@ def counted_topics(
         "dead_lettered": {},
         "dropped": {},
     }
+    for sink_topic, (records, _stamp) in (written or {}).items():
+        if records:
+            counts["written"][sink_topic] = records
+    described = set()
+    for source in sources:
+        read = (read_sources or {}).get(str(source.get("description")))
+        if read is not None and read not in described:
+            described.add(read)
+            if source.get("numInputRows"):
+                counts["read"][read] = counts["read"].get(read, 0) + int(source["numInputRows"])
     for name, topics in observed.items():
         row = metrics.get(name)
         if not row:
@@ -182,7 +224,12 @@ def counted_topics(
 
 @dataclasses.dataclass
 class _Reads:
-    """The plan's Kafka reads (the compiler's ``read``), each source frame with its observation.
+    """The plan's Kafka reads (the compiler's ``read``), each source frame with its count.
+
+    A frame of one topic is counted by Spark itself (its source's ``numInputRows`` in the
+    progress: ``read_sources``); a frame of several topics by an observation of the records per
+    topic. (An observation is a CollectMetrics node: its accumulator and projections go with each
+    task, 5-7 ms of a small micro-batch's 30-40 on 2 cores.)
 
     Global tables are read to their end in every micro-batch (Kafka Streams bootstraps a
     GlobalKTable in full before the streams that look it up): the app-wide limit skips them. A
@@ -199,6 +246,8 @@ class _Reads:
     #: Set: each topic's start offsets (JSON), whatever the checkpoint says (the warm-up's).
     starting: Callable[[Sequence[str]], str] | None = None
     observed: dict[str, Sequence[str]] = dataclasses.field(default_factory=dict)
+    #: progress source description → the one topic that source reads
+    read_sources: dict[str, str] = dataclasses.field(default_factory=dict)
     _counted: set[str] = dataclasses.field(default_factory=set)
 
     def __call__(self, topics: Sequence[str], /, *, max_offsets_per_trigger: int | None = None) -> DataFrame:
@@ -220,8 +269,11 @@ class _Reads:
         # A topic two source nodes read is read twice by Spark; count its records once.
         new = [t for t in topics if t not in self._counted]
         if self.counting and new:
-            reads = sum(1 for n in self.observed if n.startswith(READ_PREFIX))
-            frame = _observe(frame, f"{READ_PREFIX}{reads}", new, self.observed)
+            if len(topics) == 1:
+                self.read_sources[source_description(topics[0])] = topics[0]
+            else:
+                reads = sum(1 for n in self.observed if n.startswith(READ_PREFIX))
+                frame = _observe(frame, f"{READ_PREFIX}{reads}", new, self.observed)
             self._counted.update(new)
         return frame
 
@@ -229,19 +281,27 @@ class _Reads:
         """The same reads from other offsets (and with ``options`` added), with observations of
         their own."""
         merged = {**self.options, **options}
-        return dataclasses.replace(self, options=merged, starting=starting, observed={}, _counted=set())
+        return dataclasses.replace(
+            self, options=merged, starting=starting, observed={}, read_sources={}, _counted=set()
+        )
 
 
-def _plan(topology: Topology, reads: _Reads, checkpoint: str) -> tuple[compiler.Compiled, DataFrame]:
+def _plan(
+    topology: Topology, reads: _Reads, checkpoint: str, *, sink_counts: Callable[[compiler.Compiled], bool]
+) -> tuple[compiler.Compiled, DataFrame]:
     """The topology compiled over ``reads``, and the plan the query runs: with the sinks'
-    observations (metrics; with counting, the records per topic)."""
+    observations (metrics; with counting, the records per topic) unless ``sink_counts(compiled)``
+    (the sink counts the records it writes: :func:`runner.written`)."""
     merge_frontier = frontier.Frontier.of(
         checkpoint, {"bootstrap.servers": reads.bootstrap, **reads.credentials.librdkafka()}
     )
     compiled = compiler.compile_topology(topology, read=reads, merge_frontier=merge_frontier)
-    plan = query_metrics.observe(compiled, topology)
     if reads.counting:
         reads.observed.update({name: list(topics) for name, (_kind, topics) in compiled.error_counts.items()})
+    if sink_counts(compiled):
+        return compiled, compiled.plan
+    plan = query_metrics.observe(compiled, topology)
+    if reads.counting:
         if plan is compiled.plan:
             plan = _observe(plan, WRITTEN, topology.sink_topics(), reads.observed)
         else:  # the metrics' observation counts the records per sink topic already: one node, not two
@@ -332,7 +392,12 @@ def start(
             raise ValueError(
                 f"processingGuarantee {processing_guarantee!r}: at_least_once or exactly_once_v2"
             )
-        compiled, plan = _plan(topology, reads, checkpoint)
+
+        def sink_counts(compiled: compiler.Compiled) -> bool:
+            chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
+            return runner.sink_counts(chosen, prints=compiled.prints, exactly_once=exactly_once)
+
+        compiled, plan = _plan(topology, reads, checkpoint, sink_counts=sink_counts)
         chosen = compiled.trigger if trigger is None else runner.Trigger(trigger)
         if commit_interval_ms is not None:
             if chosen.kind != "micro-batch":
@@ -348,7 +413,9 @@ def start(
                     exactly_once=exactly_once,
                     dry_run=True,
                 )
-            _warm_up(spark, topology, reads=reads, checkpoint=checkpoint, writer=sinking)
+            _warm_up(
+                spark, topology, reads=reads, checkpoint=checkpoint, writer=sinking, sink_counts=sink_counts
+            )
             if sinking is not None:
                 _warm_up_sink(spark, topology, bootstrap=bootstrap, credentials=credentials, eos=exactly_once)
         instrumented = query_metrics.attach(
@@ -372,7 +439,7 @@ def start(
     except BaseException:
         if instrumented is not None:
             instrumented.stop_serving()
-        for listener in [*listeners, *([instrumented.listener] if instrumented else [])]:
+        for listener in listeners:
             with contextlib.suppress(Exception):  # it may not have been added yet
                 spark.streams.removeListener(listener)
         if owns:
@@ -385,6 +452,7 @@ def start(
         state_partitions=partitions if topology.stateful() else None,
         late=compiled.late,
         observed=reads.observed,
+        read_sources=reads.read_sources,
         owns_session=owns,
         listeners=list(listeners),
         metrics=instrumented,
@@ -466,6 +534,7 @@ def _warm_up(
     reads: _Reads,
     checkpoint: str,
     writer: sink.KafkaBatchWriter | None,
+    sink_counts: Callable[[compiler.Compiled], bool],
 ) -> None:
     """Run the query's plan once over the last records of each input partition (as many as the
     executors have task slots), each stage in a task per slot, on a throw-away checkpoint inside
@@ -510,7 +579,9 @@ def _warm_up(
         # partitions as slots, on this throw-away checkpoint (the query's plan is compiled
         # already; the dry run grows no marker topic to the warm-up's task count).
         spark.conf.set(shuffle, str(slots))
-        compiled, plan = _plan(topology, reads.again(last, minPartitions=str(slots)), folder)
+        compiled, plan = _plan(
+            topology, reads.again(last, minPartitions=str(slots)), folder, sink_counts=sink_counts
+        )
         stream = plan.writeStream.format("noop") if writer is None else plan.writeStream.foreachBatch(writer)
         query = (
             stream.outputMode(compiled.output_mode)

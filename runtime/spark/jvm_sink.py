@@ -28,15 +28,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLASS",
+    "SINK_FORMAT",
+    "SINK_OPTION",
     "SOURCE",
     "SOURCES",
     "TRANSACTIONAL_CLASS",
     "dry_run",
     "gate",
     "jar",
+    "register",
     "warm_up",
     "write",
     "write_transactional",
+    "written",
 ]
 
 SOURCE = pathlib.Path(__file__).with_name("jvm") / "io" / "streamapp" / "spark" / "KafkaRecordWriter.java"
@@ -131,6 +135,30 @@ def gate(
     gates = jvm.io.streamapp.spark.BatchGate
     config = _java_map(jvm, producer_config)
     return gates.kafka(config) if transactional is None else gates.exactlyOnce(config, *transactional)
+
+
+#: ``writeStream.format`` of the at-least-once sink (``KafkaSink.java``), and its one option.
+SINK_FORMAT = "io.streamapp.spark.KafkaSink"
+SINK_OPTION = "streamapp.sink"
+
+
+def register(jvm: Any, gate: Any, producer_config: Mapping[str, str]) -> str:
+    """Register a query's gate and producer configuration with ``KafkaSink``; returns the value of
+    :data:`SINK_OPTION`."""
+    return str(jvm.io.streamapp.spark.KafkaSink.register(gate, _java_map(jvm, producer_config)))
+
+
+def written(jvm: Any, registered: str, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
+    """What ``KafkaSink`` wrote in micro-batch ``batch_id``: per topic, the records and their
+    largest timestamp (epoch ms); None if the sink does not (or no longer) know the batch."""
+    text = jvm.io.streamapp.spark.KafkaSink.written(registered, batch_id)
+    if text is None:
+        return None
+    counts: dict[str, tuple[int, int | None]] = {}
+    for line in str(text).splitlines():
+        topic, records, stamp = line.split("\t")
+        counts[topic] = (int(records), int(stamp) if stamp else None)
+    return counts
 
 
 def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:

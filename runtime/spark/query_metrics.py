@@ -1,16 +1,19 @@
-"""The Spark half of an app's Prometheus metrics: a StreamingQueryListener and the plan's counts.
+"""The Spark half of an app's Prometheus metrics: the query's progress and the plan's counts.
 
 Why here: only this layer may touch pyspark. :func:`attach` is the one call a runner makes between
 compiling a topology and starting its query. It
 
-- wraps the compiled plan in ``DataFrame.observe``: per output topic, the records the batch
-  writes and their largest timestamp, counted by Spark in the same pass that writes them (Spark's
-  ``foreachBatch`` sink reports no output rows of its own);
-- registers a ``StreamingQueryListener`` that hands each progress event of this query to
-  :class:`streamapp.runtime.metrics.AppMetrics` with those counts and the running totals of the
-  compiled plan's accumulators (late records per aggregation node; skipped and dead-lettered
-  records per input topic once the bad-record policies add their accumulators as
-  ``Compiled.skipped`` / ``Compiled.dead_lettered``);
+- wraps the compiled plan in ``DataFrame.observe`` where the sink does not count its records
+  itself (exactly once, `print` rows): per output topic, the records the batch writes and their
+  largest timestamp, counted by Spark in the same pass that writes them (a ``foreachBatch`` sink
+  reports no output rows of its own; ``KafkaSink.java`` counts them: :func:`runner.written`);
+- makes the :class:`Feed` that hands each progress report of the query (the app's monitor reads
+  them from Spark as they come) to :class:`streamapp.runtime.metrics.AppMetrics` with those counts
+  and the running totals of the compiled plan's accumulators (late records per aggregation node;
+  skipped and dead-lettered records per input topic, observed in the plan). Not a
+  ``StreamingQueryListener``: a Python listener has each event converted through py4j on Spark's
+  listener thread, CPU that delayed a 2-core driver's next micro-batch (p99 1.6-2x without it);
+  the monitor parses each report's JSON once for the app's progress and the metrics;
 - serves the registry on ``STREAMAPP_METRICS_PORT`` when that is set (the operator sets it in the
   driver Pod, with a container port named ``metrics``).
 """
@@ -18,7 +21,6 @@ compiling a topology and starting its query. It
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -26,11 +28,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streamapp.runtime import metrics
 
-__all__ = ["OBSERVATION", "PORT_ENV", "Attached", "attach", "metrics_port", "observe"]
+__all__ = ["OBSERVATION", "PORT_ENV", "Attached", "Feed", "attach", "metrics_port", "observe"]
 
 #: The environment variable naming the port the driver serves ``/metrics`` on.
 PORT_ENV = "STREAMAPP_METRICS_PORT"
@@ -56,8 +57,8 @@ class Attached:
 
     metrics: metrics.AppMetrics
     port: int | None
+    feed: Feed
     stop_serving: Callable[[], None] = lambda: None
-    listener: Any = None  # the query listener feeding ``metrics``; removed when the app stops
 
 
 def _observed(compiled: Any, sinks: list[str]) -> bool:
@@ -97,7 +98,7 @@ def attach(
         app=name, namespace=namespace, sources=list(topology.source_topics()), sinks=sinks
     )
     observed = _observed(compiled, sinks)
-    listener = _Listener(
+    feed = Feed(
         app_metrics,
         spark=spark,
         name=name,
@@ -109,9 +110,8 @@ def attach(
     )
     for node in compiled.late:
         app_metrics.count("late", node, 0)  # each windowed aggregation's series exists from the start
-    spark.streams.addListener(listener)
     port = metrics_port(environ)
-    attached = Attached(metrics=app_metrics, port=port, listener=listener)
+    attached = Attached(metrics=app_metrics, port=port, feed=feed)
     if port is not None:
         attached.stop_serving = _serve(app_metrics, port, environ.get("STREAMAPP_DRIVER_POD_IP"), name)
     return attached
@@ -141,8 +141,8 @@ def _serve(app_metrics: metrics.AppMetrics, port: int, pod_ip: str | None, name:
     return stop_all
 
 
-class _Listener(StreamingQueryListener):  # type: ignore[misc]
-    """Feeds one query's progress to its :class:`metrics.AppMetrics` (other queries are ignored)."""
+class Feed:
+    """Accounts one query's progress reports in its :class:`metrics.AppMetrics`."""
 
     def __init__(
         self,
@@ -165,40 +165,28 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
         self.totals = totals
         self.error_counts = error_counts
         self._errors_seen: dict[tuple[str, str], int] = {}
-        self.query_id: str | None = None  # the first query of this name started after attach
-        self.done = False
         self._initial: dict[int, dict[tuple[str, int], int] | None] = {}
 
-    def onQueryStarted(self, event: Any) -> None:
-        if self.query_id is None and not self.done and event.name == self.name:
-            self.query_id = str(event.id)
-
-    def onQueryProgress(self, event: Any) -> None:
-        progress = event.progress
-        if self.done or str(progress.id) != self.query_id:
-            return
+    def progress(
+        self, parsed: Mapping[str, Any], *, written: Mapping[str, tuple[int, int | None]] | None = None
+    ) -> None:
+        """Account one progress report (Spark's JSON, parsed): a micro-batch or an idle report;
+        ``written``: per topic, the records the batch wrote and their largest timestamp (epoch ms),
+        where the sink counted them rather than an observation in the plan."""
         try:
-            parsed = json.loads(progress.json)
-            self.metrics.on_progress(
-                parsed, initial_offsets=self._initial_offsets, outputs=self._outputs(parsed)
-            )
+            outputs = self._outputs(parsed) if written is None else _outputs(self.sinks, written)
+            self.metrics.on_progress(parsed, initial_offsets=self._initial_offsets, outputs=outputs)
             for family, accumulators in self.totals.items():
                 for key, accumulator in accumulators.items():
                     self.metrics.count(family, key, float(accumulator.value))
             self._count_errors(parsed.get("observedMetrics") or {})
-        except Exception:  # noqa: BLE001 - a listener must never break the query: count, log, go on
+        except Exception:  # noqa: BLE001 - metrics must never break the query: count, log, go on
             self.metrics.error("progress")
-            _log.exception("metrics of %s: a progress event could not be accounted", self.name)
+            _log.exception("metrics of %s: a progress report could not be accounted", self.name)
 
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        if self.done or str(event.id) != self.query_id:
-            return
-        self.done = True
-        if event.exception:
-            self.metrics.error("query")
+    def failed(self) -> None:
+        """The query ended with an error."""
+        self.metrics.error("query")
 
     def _count_errors(self, observed: Mapping[str, Any]) -> None:
         """Skipped and dead-lettered records (deserializationErrors), per source topic: the batch's
@@ -241,3 +229,14 @@ class _Listener(StreamingQueryListener):  # type: ignore[misc]
                 body = text[text.index("{") :] if "{" in text else "{}"
                 self._initial[index] = metrics.offsets(body)
         return self._initial[index]
+
+
+def _outputs(
+    sinks: list[str], written: Mapping[str, tuple[int, int | None]]
+) -> dict[str, tuple[int, float | None]]:
+    """The sink's counts as :meth:`metrics.AppMetrics.on_progress` takes them (seconds)."""
+    found: dict[str, tuple[int, float | None]] = {}
+    for topic in sinks:
+        records, stamp = written.get(topic, (0, None))
+        found[topic] = (records, None if stamp is None else stamp / 1000)
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from streamapp.runtime.spark import kafka_io, sink, stopping
+from streamapp.runtime.spark import jvm_sink, kafka_io, sink, stopping
 
 __all__ = ["Collector", "Trigger", "start_collecting", "start_kafka"]
 
@@ -67,6 +68,7 @@ def start_kafka(
     can stop it between batches.
     """
     gate: stopping.Gate | stopping.JvmGate | None = None
+    registered: str | None = None  # the KafkaSink registration
     if trigger.kind == "real-time":
         if exactly_once is not None:
             raise ValueError(
@@ -90,10 +92,17 @@ def start_kafka(
             prints=prints,
             exactly_once=exactly_once,
         )
-        java = batch_writer.jvm_gate(plan.sparkSession.sparkContext._jvm)
+        jvm = plan.sparkSession.sparkContext._jvm
+        java = batch_writer.jvm_gate(jvm)
         if java is None:  # `print` rows: the batch comes to Python
             gate = stopping.Gate(batch_writer)
             writer = plan.writeStream.foreachBatch(gate)
+        elif exactly_once is None:
+            # A streaming sink of Spark's (KafkaSink.java): the write is planned with the batch, as
+            # Spark's own Kafka sink's is; the gate is entered before the batch's tasks start.
+            gate = stopping.JvmGate(java)
+            registered = jvm_sink.register(jvm, java, batch_writer.jvm_config())
+            writer = plan.writeStream.format(jvm_sink.SINK_FORMAT).option(jvm_sink.SINK_OPTION, registered)
         else:
             gate = stopping.JvmGate(java)
             writer = plan.writeStream
@@ -108,7 +117,34 @@ def start_kafka(
     query = writer.start()
     if gate is not None:
         stopping.register(query, gate)
+    if registered is not None:
+        _COUNTING[query] = (jvm, registered)
     return query
+
+
+def sink_counts(trigger: Trigger, *, prints: bool, exactly_once: sink.ExactlyOnce | None) -> bool:
+    """Whether :func:`start_kafka` writes with ``KafkaSink``, which counts the records each batch
+    writes per topic (:func:`written`): the micro-batch trigger, at least once, no `print` rows."""
+    return trigger.kind != "real-time" and not prints and exactly_once is None
+
+
+def forget(query: StreamingQuery) -> None:
+    """The query has ended: its sink's registration (gate, configuration, counts) goes."""
+    counting = _COUNTING.pop(query, None)
+    if counting is not None:
+        jvm, registered = counting
+        jvm.io.streamapp.spark.KafkaSink.unregister(registered)
+
+
+def written(query: StreamingQuery, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
+    """The records micro-batch ``batch_id`` of ``query`` wrote per topic and their largest
+    timestamp (epoch ms); None if its sink does not count them or no longer remembers the batch."""
+    counting = _COUNTING.get(query)
+    return None if counting is None else jvm_sink.written(*counting, batch_id)
+
+
+#: query → (its JVM view, its KafkaSink registration): the queries whose sink counts its records.
+_COUNTING: weakref.WeakKeyDictionary[StreamingQuery, tuple[Any, str]] = weakref.WeakKeyDictionary()
 
 
 class Collector:

@@ -3,12 +3,16 @@
 Spark's own Kafka sink cannot set a record's timestamp (it writes key, value, headers, topic and
 partition; the broker stamps the write time), but Kafka Streams semantics (seed 004) give every
 output record the timestamp of the input record it came from, or the max over an aggregate's
-inputs. So each micro-batch goes through ``foreachBatch`` to a writer that sets it, with the
-headers, and the explicit partition or else the Java client's murmur2 of the key:
+inputs. So each micro-batch goes to a writer that sets it, with the headers, and the explicit
+partition or else the Java client's murmur2 of the key:
 
-- ``engine="jvm"`` (the default): :mod:`.jvm_sink` hands the batch's Dataset to a small Java class
-  that produces from the executors' JVMs, one idempotent producer per executor and configuration,
-  reused across batches. No rows cross into Python: it costs what Spark's own sink costs.
+- ``engine="jvm"`` (the default): Java classes produce from the executors' JVMs, one idempotent
+  producer per executor and configuration, reused across batches. At least once, the query writes
+  to ``KafkaSink.java``, a streaming sink of Spark's as Spark's own Kafka sink is (the write is
+  planned with the micro-batch; each task counts what it wrote per topic, for the metrics);
+  exactly once, a ``foreachBatch`` function hands the batch's Dataset to
+  ``TransactionalRecordWriter.java`` (:mod:`.jvm_sink`). No rows cross into Python: it costs what
+  Spark's own sink costs.
 - ``engine="python"``: the first implementation, librdkafka producers in the executors' Python
   workers (Arrow batches in), one per task. Kept as a reference for the JVM writer's behaviour
   (tests run both); nothing in the runtime selects it.
@@ -132,12 +136,16 @@ class KafkaBatchWriter:
             return None
         from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
 
-        config = {"bootstrap.servers": self.bootstrap, **self.producer_config}
+        config = self.jvm_config()
         eos = self.exactly_once
         if eos is None:
             return jvm_sink.gate(jvm, config)
         names = (eos.transactional_prefix, eos.marker_topic, eos.marker_group)
         return jvm_sink.gate(jvm, config, transactional=(*names, *eos.metadata_parts()))
+
+    def jvm_config(self) -> dict[str, str]:
+        """The JVM writers' producer configuration."""
+        return {"bootstrap.servers": self.bootstrap, **self.producer_config}
 
     def write(self, batch: DataFrame, batch_id: int | None = None) -> int | None:
         """Write every row (the Python engine returns the number of records acknowledged);

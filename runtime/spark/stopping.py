@@ -7,8 +7,8 @@ stop the operator causes — suspend, upgrade, rescale, a rotated credential, SI
 Pod — should instead land between batches.
 
 Spark has no "stop after this batch" call, so the boundary is made at the one place StreamApp
-controls, the ``foreachBatch`` function (the sink). :class:`Gate` wraps it; :func:`graceful_stop`
-closes the gate and then waits for one of:
+controls, the sink. :class:`Gate` wraps it; :func:`graceful_stop` closes the gate and then waits
+for one of:
 
 - **idle**: no sink write in flight and Spark reports no trigger active. The last batch's commit
   log entry is written before Spark clears ``isTriggerActive``, and any later batch parks at the
@@ -20,12 +20,13 @@ closes the gate and then waits for one of:
 - the timeout: the batch in flight is interrupted as ``query.stop()`` does (reported as such).
 
 Two gates do this: :class:`Gate`, a Python ``foreachBatch`` function around any sink (the `print`
-path, tests), and :class:`JvmGate`, the same gate in the JVM around the JVM writers
-(``BatchGate.java``): Spark's stream thread calls it directly, with no call into Python per batch.
+path, tests), and :class:`JvmGate`, the same gate in the JVM (``BatchGate.java``): entered by the
+at-least-once ``KafkaSink.java`` before a batch's tasks start, or the ``foreachBatch`` function
+around the exactly-once writer. Spark's stream thread runs it with no call into Python per batch.
 Both check the process's fence (:func:`set_fence`: the driver's Lease) before a batch writes; the
 JVM gate is told the fence's deadline after every renewal instead of asking each batch.
 
-Real-time (``latency: low``) queries write through Spark's own sink, not ``foreachBatch``: they
+Real-time (``latency: low``) queries write through Spark's own Kafka sink: they
 have no gate and are stopped by ``query.stop()`` (the report says ``interrupted``).
 
 The timeout must fit in the driver Pod's grace period with Spark's own shutdown after it:

@@ -54,3 +54,20 @@ def test_skipped_dead_lettered_and_dropped_records_are_counted_apart_from_reads(
         "dead_lettered": {"b": 3},
         "dropped": {"KSTREAM-AGGREGATE-0000000002": 1},
     }
+
+
+def test_a_source_of_one_topic_is_counted_by_its_input_rows_once_per_topic() -> None:
+    """A frame reading one topic carries no observation: its source's numInputRows count it; a
+    topic two sources read is counted once; a source of several topics is counted by observation."""
+    read_sources = {execution.source_description("a"): "a", execution.source_description("b"): "b"}
+    observed = {"streamapp_read_0": ["c", "d"]}
+    sources = [
+        {"description": "KafkaV2[Subscribe[a]]", "numInputRows": 4},
+        {"description": "KafkaV2[Subscribe[c, d]]", "numInputRows": 9},
+        {"description": "KafkaV2[Subscribe[a]]", "numInputRows": 4},  # a read a second time
+        {"description": "KafkaV2[Subscribe[b]]", "numInputRows": 0},
+    ]
+    counts = execution.counted_topics(
+        {"streamapp_read_0": [6, 3]}, observed, sources=sources, read_sources=read_sources
+    )
+    assert counts["read"] == {"a": 4, "c": 6, "d": 3}

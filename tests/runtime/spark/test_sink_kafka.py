@@ -114,6 +114,7 @@ def test_a_failed_batch_is_not_committed_and_is_written_when_the_query_restarts(
     failing = start(5, {"max.block.ms": "1500"})  # the output topic has no partition 5
     with pytest.raises(StreamingQueryException, match=r"record\(s\) failed"):
         failing.awaitTermination(120)
+    assert runner.written(failing, 0) is None  # the sink counts only what a committed batch wrote
 
     restarted = start(0, {})
     restarted.awaitTermination(120)
@@ -122,3 +123,5 @@ def test_a_failed_batch_is_not_committed_and_is_written_when_the_query_restarts(
     assert sorted((r.key, r.value, r.timestamp, r.headers, r.partition) for r in records) == [
         (s.key, s.value, s.timestamp, s.headers, 0) for s in sent
     ]
+    # Micro-batch 0 again: what it wrote, per topic, with the largest record timestamp.
+    assert runner.written(restarted, 0) == {out: (3, T0 + 2)}

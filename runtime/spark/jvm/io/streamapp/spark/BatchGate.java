@@ -9,10 +9,10 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 
 /**
- * The {@code foreachBatch} function of a micro-batch query writing to Kafka, run by Spark's stream
- * thread in the driver's JVM: the stop gate and the Lease fence of {@code stopping.py}'s {@code
- * Gate}, around one of the JVM writers — with no call into Python per micro-batch (a Python
- * {@code foreachBatch} doing nothing costs 12-16 ms a batch).
+ * The stop gate and the Lease fence of {@code stopping.py}'s {@code Gate} in the driver's JVM, run
+ * by Spark's stream thread with no call into Python per micro-batch (a Python {@code foreachBatch}
+ * doing nothing costs 12-16 ms a batch): entered and left by {@link KafkaSink} (at least once), or
+ * the {@code foreachBatch} function around the exactly-once writer ({@link #call}).
  *
  * <p>The gate: until {@link #close} a batch goes through to the sink ({@link #writing} is its id
  * meanwhile, {@link #lastDone} after); once closed, the next batch parks before it reads anything,
@@ -117,6 +117,20 @@ public final class BatchGate implements VoidFunction2<Dataset<Row>, Long> {
 
   @Override
   public void call(Dataset<Row> rows, Long batchId) throws Exception {
+    enter(batchId);
+    try {
+      sink.call(rows, batchId);
+    } finally {
+      exit(batchId);
+    }
+  }
+
+  /**
+   * Batch {@code batchId} is about to write: returns once it may (it is then {@link #writing}), or
+   * throws {@link StoppedAtBoundary} (the gate was closed: it parked until {@link #release}) or
+   * {@link Fenced} (past the fence's deadline). Every return is followed by {@link #exit}.
+   */
+  public void enter(long batchId) {
     synchronized (lock) {
       if (closed) {
         parked = batchId;
@@ -141,18 +155,19 @@ public final class BatchGate implements VoidFunction2<Dataset<Row>, Long> {
       }
       writing = batchId;
     }
-    try {
-      Deadline until = fence;
-      if (until != null && System.nanoTime() - until.nanos >= 0) {
-        throw new Fenced("micro-batch " + batchId + " not written: " + until.reason);
-      }
-      sink.call(rows, batchId);
-    } finally {
-      synchronized (lock) {
-        writing = -1;
-        lastDone = batchId;
-        lock.notifyAll();
-      }
+    Deadline until = fence;
+    if (until != null && System.nanoTime() - until.nanos >= 0) {
+      exit(batchId);
+      throw new Fenced("micro-batch " + batchId + " not written: " + until.reason);
+    }
+  }
+
+  /** Batch {@code batchId}'s write is over (done or failed). */
+  public void exit(long batchId) {
+    synchronized (lock) {
+      writing = -1;
+      lastDone = batchId;
+      lock.notifyAll();
     }
   }
 

@@ -249,16 +249,21 @@ public final class KafkaRecordWriter {
     }
     Exception error = failure.get();
     if (error != null) {
-      throw new RuntimeException(
-          "Kafka sink: "
-              + failed.get()
-              + " record(s) failed (first: to topic "
-              + failedTopic.get()
-              + ": "
-              + error
-              + "); "
-              + outcome(error));
+      throw failure(failed.get(), failedTopic.get(), error);
     }
+  }
+
+  /** The task's failure: how many records failed, the first one's topic and error, what follows. */
+  static RuntimeException failure(long failed, String topic, Exception error) {
+    return new RuntimeException(
+        "Kafka sink: "
+            + failed
+            + " record(s) failed (first: to topic "
+            + topic
+            + ": "
+            + error
+            + "); "
+            + outcome(error));
   }
 
   /**
