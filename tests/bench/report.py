@@ -54,6 +54,8 @@ MEASURES = (
     ("cpu_s_per_million_excl_jit", "CPU-seconds per million records, JIT compiler threads excluded", "lower"),
     ("latency_p50_ms", "latency p50, ms (stateless, fixed rate)", "lower"),
     ("latency_p99_ms", "latency p99, ms (stateless, fixed rate)", "lower"),
+    ("warm_latency_p50_ms", "latency p50 after the drains (warm), ms", "lower"),
+    ("warm_latency_p99_ms", "latency p99 after the drains (warm), ms", "lower"),
     ("startup_s", "start-up to first output, s", "lower"),
 )
 _BEGIN, _END = "<!-- analysis:begin -->", "<!-- analysis:end -->"
@@ -124,6 +126,8 @@ def one_line(r: dict[str, Any]) -> str:
     ]
     if "latency_p99_ms" in r:
         parts.append(f"p50 {r['latency_p50_ms']} ms p99 {r['latency_p99_ms']} ms")
+    if "warm_latency_p99_ms" in r:
+        parts.append(f"warm p50 {r['warm_latency_p50_ms']} ms p99 {r['warm_latency_p99_ms']} ms")
     parts.append(f"start-up {r['startup_s']} s")
     return ", ".join(parts)
 
@@ -259,7 +263,8 @@ def _markdown(
         "input holds the warm-up lines before launch). Latency (stateless): probes sent at a fixed rate",
         "carry their send time (monotonic clock of the harness; producer linger.ms=2) in the value;",
         "latency is send → arrival at the harness's read_committed consumer of the output topic; the",
-        "first 2 s are discarded.",
+        "first 2 s are discarded. The probes run twice: right after start-up (the JIT has compiled",
+        "little yet) and again after the throughput drains (*warm*: what a long-running app sees).",
         "Throughput: the variant's process tree is paused (SIGSTOP), the backlog is written, the CPU time",
         "of the tree is sampled (utime+stime of every process, /proc), the tree is resumed (SIGCONT) and",
         "the drain ends when the output is complete: the expected record count (stateless; contents are",
@@ -355,13 +360,18 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
                 f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {b['batches']} | "
                 f"{d.get('triggerExecution', 0):,} | " + " | ".join(cells) + " |"
             )
-        b = r.get("spark_latency_batches")
-        if b:
+        for phase, key in (("first", "spark_latency_batches"), ("warm", "spark_warm_latency_batches")):
+            b = r.get(key)
+            if not b:
+                continue
             n, d = b["batches"], b["duration_ms"]
             cells = [f"{d.get(k, 0) / n:,.0f}" for k in ("triggerExecution", *_PHASES)]
+            spread = "–"
+            if "trigger_p99_ms" in b:
+                spread = f"{b['trigger_p50_ms']:,.0f} / {b['trigger_p99_ms']:,.0f}"
             per_batch.append(
-                f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {n} | "
-                + f"{b['input_rows'] / n:,.0f} | "
+                f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {phase} | {n} | "
+                + f"{b['input_rows'] / n:,.0f} | {spread} | "
                 + " | ".join(cells)
                 + " |"
             )
@@ -384,11 +394,11 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             "",
             "Mean durationMs per micro-batch (ms) while the probes ran at a fixed rate: a probe waits for",
             "the batch in progress, then for its own, so the micro-batch latency follows these numbers.",
+            "Phase *first*: right after start-up; *warm*: the same probes after the throughput drains.",
             "",
-            "| topology | variant | run | batches | rows/batch | triggerExecution | "
-            + " | ".join(_PHASES)
-            + " |",
-            "|---|---|---|---|---|---|" + "---|" * len(_PHASES),
+            "| topology | variant | run | phase | batches | rows/batch | triggerExecution p50 / p99 | "
+            "triggerExecution | " + " | ".join(_PHASES) + " |",
+            "|---|---|---|---|---|---|---|---|" + "---|" * len(_PHASES),
             *per_batch,
             "",
         ]

@@ -14,7 +14,8 @@ the next (the broker deleting its topics), hits every variant alike. One run:
    sampled, the tree resumed → **throughput** = records / (resume → output complete), where complete
    means the expected record count (stateless) or every word's latest count equal to the reference
    count computed in Python (word count); **CPU** = the tree's utime+stime over that drain;
-5. SIGTERM (SIGKILL after 30 s), check that no process of the tree is left, verify the whole
+5. stateless only: the probes of 3. again, the process warm → **warm latency**;
+6. SIGTERM (SIGKILL after 30 s), check that no process of the tree is left, verify the whole
    output against the reference, delete the run's topics.
 
 The stream-table join (``--topologies join``, ``make bench-join``) writes its table of
@@ -245,6 +246,7 @@ def _latency_phase(
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
     producer.list_topics(topic, timeout=10)
     total = int(args.rate * args.latency_seconds)
+    first = len(monitor.latencies_ms)  # the probes of an earlier phase are not this one's
     monitor.set_target(count=expect_before + total)
     began = time.monotonic()
     for seq in range(total):
@@ -256,7 +258,7 @@ def _latency_phase(
     producer.flush(30)
     arrived = monitor.done.wait(60)
     skip = int(min(2.0, args.latency_seconds * 0.2) * args.rate)  # the first probes meet a cold path
-    samples = [ms for seq, ms in list(monitor.latencies_ms) if seq >= skip]
+    samples = [ms for seq, ms in list(monitor.latencies_ms)[first:] if seq >= skip]
     result: dict[str, Any] = {"latency_probes": total, "latency_samples": len(samples)}
     if samples:
         result |= {
@@ -265,7 +267,7 @@ def _latency_phase(
             "latency_max_ms": round(max(samples), 1),
         }
     if not arrived:
-        result["latency_note"] = f"{len(monitor.latencies_ms)} of {total} probes arrived within 60 s"
+        result["latency_note"] = f"{len(monitor.latencies_ms) - first} of {total} probes arrived within 60 s"
     return result
 
 
@@ -279,6 +281,7 @@ def _breakdown(
     from datetime import datetime
 
     totals: dict[str, int] = {}
+    triggers: list[float] = []
     batches = rows = 0
     for line in path.read_text().splitlines():
         try:
@@ -291,9 +294,18 @@ def _breakdown(
         if inside and progress.get("numInputRows", 0) > 0:
             batches += 1
             rows += progress["numInputRows"]
+            triggers.append(progress.get("durationMs", {}).get("triggerExecution", 0))
             for key, value in progress.get("durationMs", {}).items():
                 totals[key] = totals.get(key, 0) + int(value)
-    return {"batches": batches, "input_rows": rows, "duration_ms": totals} if batches else None
+    if not batches:
+        return None
+    return {
+        "batches": batches,
+        "input_rows": rows,
+        "duration_ms": totals,
+        "trigger_p50_ms": round(_percentile(triggers, 50), 1),
+        "trigger_p99_ms": round(_percentile(triggers, 99), 1),
+    }
 
 
 def _startup(path: pathlib.Path, launched: float, first_output: float) -> dict[str, Any] | None:
@@ -372,6 +384,7 @@ def run_one(
     loaded = args.warmup  # input records written so far (besides latency probes)
     window: tuple[float, float] | None = None
     latency_window: tuple[float, float] | None = None
+    warm_window: tuple[float, float] | None = None
     profiled: dict[str, Any] | None = None
     try:
         if wordcount:
@@ -464,6 +477,15 @@ def run_one(
         # becomes the drain's first batch (its latestOffset then includes the pause).
         window = (paused_wall, time.time())
         result["resumed_wall"] = resumed_wall
+        if topology == "stateless":
+            # The same probes again, the process warm: the first phase, right after start-up,
+            # meets code the JIT has not compiled yet (a start-up cost, there as with any JVM); a
+            # long-running app's latency is this one.
+            began = time.time()
+            warm = _latency_phase(bootstrap, source, monitor, args, monitor.count)
+            result |= {f"warm_{key}": value for key, value in warm.items()}
+            probes += int(args.rate * args.latency_seconds)
+            warm_window = (began, time.time())
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
         result["status"] = "ok"
@@ -483,6 +505,11 @@ def run_one(
         )
         if during:
             result["spark_latency_batches"] = during
+        warm_during = (
+            _breakdown(workdir / "progress.jsonl", *warm_window, whole=True) if warm_window else None
+        )
+        if warm_during:
+            result["spark_warm_latency_batches"] = warm_during
         if "startup_s" in result and variant_name != "kstreams":
             phases = _startup(workdir / "progress.jsonl", variant.launched_wall, result["startup_s"])
             if phases:
