@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.Header;
@@ -222,48 +223,59 @@ public final class KafkaRecordWriter {
       Iterator<InternalRow> it, Map<String, String> conf, Columns columns) throws Exception {
     Shared shared = acquire(conf);
     KafkaProducer<byte[], byte[]> producer = shared.producer;
-    AtomicReference<Exception> failure = new AtomicReference<>();
-    AtomicReference<String> failedTopic = new AtomicReference<>();
-    AtomicLong failed = new AtomicLong();
+    Failures failures = new Failures();
     try {
-      while (it.hasNext() && failure.get() == null) {
+      while (it.hasNext() && !failures.any()) {
         ProducerRecord<byte[], byte[]> record = columns.record(it.next());
-        String topic = record.topic();
-        producer.send(
-            record,
-            (metadata, error) -> {
-              if (error != null) {
-                failed.incrementAndGet();
-                if (failure.compareAndSet(null, error)) {
-                  failedTopic.set(topic);
-                }
-              }
-            });
+        producer.send(record, failures.of(record.topic()));
       }
       producer.flush();
-      if (failure.get() == null) {
+      if (!failures.any()) {
         TransactionalRecordWriter.faultPoint("written"); // tests/chaos: a kill here replays a written batch
       }
     } finally {
-      release(conf, shared, failure.get() != null);
+      release(conf, shared, failures.any());
     }
-    Exception error = failure.get();
-    if (error != null) {
-      throw failure(failed.get(), failedTopic.get(), error);
-    }
+    failures.check();
   }
 
-  /** The task's failure: how many records failed, the first one's topic and error, what follows. */
-  static RuntimeException failure(long failed, String topic, Exception error) {
-    return new RuntimeException(
-        "Kafka sink: "
-            + failed
-            + " record(s) failed (first: to topic "
-            + topic
-            + ": "
-            + error
-            + "); "
-            + outcome(error));
+  /** A task's failed sends: how many, and the first one's error and topic. */
+  static final class Failures {
+    private final AtomicReference<Exception> first = new AtomicReference<>();
+    private final AtomicReference<String> firstTopic = new AtomicReference<>();
+    private final AtomicLong count = new AtomicLong();
+
+    /** The send callback of a record to {@code topic}. */
+    Callback of(String topic) {
+      return (metadata, error) -> {
+        if (error != null) {
+          count.incrementAndGet();
+          if (first.compareAndSet(null, error)) {
+            firstTopic.set(topic);
+          }
+        }
+      };
+    }
+
+    boolean any() {
+      return first.get() != null;
+    }
+
+    /** Fails the task if a send failed, naming the first one's topic and error, and what follows. */
+    void check() {
+      Exception error = first.get();
+      if (error != null) {
+        throw new RuntimeException(
+            "Kafka sink: "
+                + count.get()
+                + " record(s) failed (first: to topic "
+                + firstTopic.get()
+                + ": "
+                + error
+                + "); "
+                + outcome(error));
+      }
+    }
   }
 
   /**

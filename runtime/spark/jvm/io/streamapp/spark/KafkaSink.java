@@ -8,7 +8,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -279,9 +278,7 @@ public final class KafkaSink implements TableProvider {
     private final KafkaRecordWriter.Columns columns;
     private final KafkaRecordWriter.Shared shared;
     private final KafkaProducer<byte[], byte[]> producer;
-    private final AtomicReference<Exception> failure = new AtomicReference<>();
-    private final AtomicReference<String> failedTopic = new AtomicReference<>();
-    private final AtomicLong failed = new AtomicLong();
+    private final KafkaRecordWriter.Failures failures = new KafkaRecordWriter.Failures();
     private final HashMap<String, long[]> counts = new HashMap<>();
     private String lastTopic; // the rows' topics repeat: one map lookup per run of equal names
     private long[] lastCell;
@@ -296,9 +293,7 @@ public final class KafkaSink implements TableProvider {
 
     @Override
     public void write(InternalRow row) {
-      if (failure.get() != null) {
-        throw KafkaRecordWriter.failure(failed.get(), failedTopic.get(), failure.get());
-      }
+      failures.check(); // a send failed already: fail the task now
       ProducerRecord<byte[], byte[]> record = columns.record(row);
       String topic = record.topic();
       if (topic != lastTopic) { // the writer's columns return the same String for a run of equal names
@@ -310,25 +305,13 @@ public final class KafkaSink implements TableProvider {
       if (timestamp != null && timestamp > lastCell[1]) {
         lastCell[1] = timestamp;
       }
-      producer.send(
-          record,
-          (metadata, error) -> {
-            if (error != null) {
-              failed.incrementAndGet();
-              if (failure.compareAndSet(null, error)) {
-                failedTopic.set(topic);
-              }
-            }
-          });
+      producer.send(record, failures.of(topic));
     }
 
     @Override
     public WriterCommitMessage commit() {
       producer.flush();
-      Exception error = failure.get();
-      if (error != null) {
-        throw KafkaRecordWriter.failure(failed.get(), failedTopic.get(), error);
-      }
+      failures.check();
       TransactionalRecordWriter.faultPoint("written"); // tests/chaos: a kill here replays a written batch
       return new Written(counts);
     }
@@ -340,7 +323,7 @@ public final class KafkaSink implements TableProvider {
     public void close() {
       if (!released) {
         released = true;
-        KafkaRecordWriter.release(config, shared, failure.get() != null);
+        KafkaRecordWriter.release(config, shared, failures.any());
       }
     }
   }
