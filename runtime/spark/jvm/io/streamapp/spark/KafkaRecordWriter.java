@@ -263,16 +263,23 @@ public final class KafkaRecordWriter {
 
     /** Fails the task if a send failed, naming the first one's topic and error, and what follows. */
     void check() {
+      check("Kafka sink", "");
+    }
+
+    /** {@link #check()} for the sink named {@code sink}, saying {@code consequence} first. */
+    void check(String sink, String consequence) {
       Exception error = first.get();
       if (error != null) {
         throw new RuntimeException(
-            "Kafka sink: "
+            sink
+                + ": "
                 + count.get()
                 + " record(s) failed (first: to topic "
                 + firstTopic.get()
                 + ": "
                 + error
                 + "); "
+                + consequence
                 + outcome(error));
       }
     }

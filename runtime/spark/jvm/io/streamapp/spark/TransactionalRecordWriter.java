@@ -8,8 +8,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -219,40 +217,17 @@ public final class TransactionalRecordWriter {
       String group,
       long batchId,
       String metadata) {
-    AtomicReference<Exception> failure = new AtomicReference<>();
-    AtomicReference<String> failedTopic = new AtomicReference<>();
-    AtomicLong failed = new AtomicLong();
+    KafkaRecordWriter.Failures failures = new KafkaRecordWriter.Failures();
     producer.beginTransaction();
     long written = 0;
-    while (it.hasNext() && failure.get() == null) {
+    while (it.hasNext() && !failures.any()) {
       ProducerRecord<byte[], byte[]> record = columns.record(it.next());
-      String topic = record.topic();
-      producer.send(
-          record,
-          (meta, error) -> {
-            if (error != null) {
-              failed.incrementAndGet();
-              if (failure.compareAndSet(null, error)) {
-                failedTopic.set(topic);
-              }
-            }
-          });
+      producer.send(record, failures.of(record.topic()));
       written++;
     }
     producer.flush();
-    Exception error = failure.get();
-    if (error != null) {
-      // The transaction is abandoned: the producer is closed, the next one's init aborts it.
-      throw new RuntimeException(
-          "Kafka sink (exactly_once_v2): "
-              + failed.get()
-              + " record(s) failed (first: to topic "
-              + failedTopic.get()
-              + ": "
-              + error
-              + "); the transaction is aborted; "
-              + KafkaRecordWriter.outcome(error));
-    }
+    // A failure abandons the transaction: the producer is closed, the next one's init aborts it.
+    failures.check("Kafka sink (exactly_once_v2)", "the transaction is aborted; ");
     producer.sendOffsetsToTransaction(
         Map.of(marker, new OffsetAndMetadata(batchId + 1, metadata)),
         new ConsumerGroupMetadata(group));
