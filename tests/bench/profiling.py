@@ -41,6 +41,7 @@ _NAME = "streamapp-bench"
 #: (rows, strings, projections, the Kafka client's common code) are in :data:`GENERIC` and decide
 #: only when no frame of the stack belongs to a stage here.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("windowed aggregation (TimeWindowAggregation)", ("io.streamapp.spark.TimeWindowAggregation",)),
     ("sink: Kafka producer (send: serialize, partition, append)", ("org.apache.kafka.clients.producer.",)),
     (
         "sink: row → record (KafkaRecordWriter / Spark's KafkaWriteTask)",

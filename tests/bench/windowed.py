@@ -59,7 +59,7 @@ from typing import Any
 
 from streamapp.runtime.embedded import broker
 from streamapp.runtime.kafka import admin
-from tests.bench import procs, report, workload
+from tests.bench import procs, profiling, report, workload
 from tests.bench import run as bench_run
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-timeout", type=float, default=300.0)
     p.add_argument("--out", type=pathlib.Path, default=HERE / "results" / "windowed")
     p.add_argument("--keep-workdirs", action="store_true")
+    p.add_argument(
+        "--profile",
+        type=pathlib.Path,
+        help="profile each drain (per-thread CPU and a JFR recording of the JVM) into this folder; "
+        "see tests/bench/profiling.py. Profiled numbers carry JFR's overhead: keep them out of RESULTS.md",
+    )
     return p
 
 
@@ -344,6 +350,9 @@ def run_one(
         assert monitor.first_at is not None
         result["startup_s"] = round(monitor.first_at - variant.launched_at, 2)
 
+        session = None
+        if args.profile and variant_name != "kstreams":
+            session = profiling.start(variant.members(), args.profile / f"{app_id}.jfr")
         variant.pause()
         paused_wall = time.time()
         result["produce_s"] = round(workload.produce_records(bootstrap, source, load.records(drain)), 2)
@@ -353,10 +362,14 @@ def run_one(
         result["windows"] = len(expected)
         monitor.set_target(words=expected)
         cpu0 = variant.cpu()
+        if session is not None:
+            profiling.resumed(session, variant.members())
         variant.resume()
         resumed = time.monotonic()
         problem = bench_run._wait(monitor, variant, max(600.0, args.records / 1000))
         cpu1 = variant.cpu()
+        if session is not None:
+            profiled = profiling.finish(session, variant.members()) | {"cpu_s": round(cpu1 - cpu0, 2)}
         if problem is not None:
             result["status"] = f"failed: drain: {problem}"
             return result
@@ -369,6 +382,8 @@ def run_one(
             "cpu_s_per_million": round((cpu1 - cpu0) / (args.records / 1e6), 2),
             "output_records": monitor.count,
         }
+        if session is not None:
+            bench_run._write_profile(args.profile, result, profiled)
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
             phases = batch_phases(workdir / "progress.jsonl", paused_wall, args.batch_records)
@@ -376,7 +391,7 @@ def run_one(
                 result["batches"] = phases
         unexpected = [
             k
-            for k, v in monitor.latest.items()
+            for k, v in monitor.latest.copy().items()
             if k not in expected and v >= 0 and not k.startswith(b"flush@")
         ]
         result["status"] = f"failed: unexpected windows, e.g. {unexpected[:3]}" if unexpected else "ok"
@@ -457,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     kstreams_cp = bench_run._kstreams_classpath() if "kstreams" in variants else None
     meta = report.environment(command=command, args=vars(args) | {"out": str(args.out)})
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="streamapp-windowed-"))
     results: list[dict[str, Any]] = []
     started = time.monotonic()
