@@ -14,6 +14,10 @@ The record also holds the topology's state fingerprint (:mod:`streamapp.runtime.
 a start whose stateful steps differ from the recorded ones fails with
 :class:`errors.IncompatibleState` before the query reads a byte of that state, since Spark would
 mostly read it silently and wrongly. A record without one (an older checkpoint) gets it.
+The record also says how task-grouped state is keyed (``taskKeys``, see :data:`TASK_KEYS_CONF`):
+``spread`` for a checkpoint created since the tasks of a stateful step are spread over the state
+partitions, ``task`` for an older checkpoint holding state, whose groups stay where they are.
+
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
 """
@@ -30,9 +34,18 @@ from streamapp.runtime.topology import state
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FILE", "read_record", "state_partitions"]
+__all__ = ["FILE", "TASK_KEYS_CONF", "read_record", "state_partitions"]
 
 FILE = "streamapp.json"
+
+#: The session conf that tells the compiler how to key a step grouped by task (an input partition,
+#: or a hash bucket of keys): ``spread`` (the default) groups task ``t`` by the key Spark places in
+#: state partition ``t mod n`` (``io.streamapp.spark.TaskKey``); ``task`` by ``t`` itself, where
+#: Spark's hash piles tasks up (with 4 state partitions, tasks 0, 1 and 3 share partition 3, so
+#: one core ran three quarters of a 4-partition windowed aggregation). Only a checkpoint that
+#: already holds state keyed the old way keeps ``task``: its state stays readable.
+TASK_KEYS_CONF = "streamapp.taskKeys"
+SPREAD, BY_TASK = "spread", "task"
 
 
 def _record_file(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:
@@ -110,14 +123,20 @@ def state_partitions(
     if requested is not None and requested < 1:
         raise errors.StreamAppError(f"{field} must be at least 1, not {requested}")
     record = read_record(spark, checkpoint)
-    if record is None and _has_spark_state(spark, checkpoint):
+    has_state = _has_spark_state(spark, checkpoint)
+    if record is None and has_state:
         # A checkpoint from before this record existed: Spark kept whatever it was created with.
         current = spark.conf.get("spark.sql.shuffle.partitions")
         record = {"statePartitions": int(current or default), "recordedAfterCreation": True}
         _write_record(spark, checkpoint, record)
+    if record is not None and "taskKeys" not in record:
+        # Recorded before task keys were spread: with state, it is keyed by task; without, nothing
+        # is keyed yet and the checkpoint takes the spread keys.
+        record = {**record, "taskKeys": BY_TASK if has_state else SPREAD}
+        _write_record(spark, checkpoint, record)
     if record is None:
         partitions = requested or default
-        record = {"statePartitions": partitions, "createdAtMs": int(time.time() * 1000)}
+        record = {"statePartitions": partitions, "createdAtMs": int(time.time() * 1000), "taskKeys": SPREAD}
         if steps is not None:
             record["state"] = {"version": state.VERSION, "steps": steps}
         _write_record(spark, checkpoint, record)
@@ -140,4 +159,5 @@ def state_partitions(
                     spark, checkpoint, {**record, "state": {"version": state.VERSION, "steps": steps}}
                 )
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    spark.conf.set(TASK_KEYS_CONF, str(record.get("taskKeys", SPREAD)))
     return partitions

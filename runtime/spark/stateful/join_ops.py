@@ -133,7 +133,7 @@ def pairs(
         return state, pd.DataFrame(out, columns=list(_RESULT_COLUMNS))
 
     schema = f"key {key_type}, left {lv}, right {rv}, ts bigint"
-    return engine.run(union, "task", step, schema)
+    return engine.run_by_task(union, "task", step, schema)
 
 
 def _arity(function: Callable[..., Any]) -> int:
@@ -267,6 +267,6 @@ def global_join(
             out.extend((own_key, lv_, rv_, ts_) for _, lv_, rv_, ts_ in results)
         return state, pd.DataFrame(out, columns=list(_RESULT_COLUMNS))
 
-    rows = engine.run(union, "task", step, f"key {out_key}, left {lv}, right {rv}, ts bigint")
+    rows = engine.run_by_task(union, "task", step, f"key {out_key}, left {lv}, right {rv}, ts bigint")
     value = joiner_column(joiner, default_type=lv)
     return engine.as_record_frame(rows.select("key", value.alias("value"), "ts"))

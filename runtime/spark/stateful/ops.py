@@ -187,7 +187,7 @@ def windowed_aggregate(
             )  # fmt: skip
         return state, pd.DataFrame(out, columns=list(WINDOWED_COLUMNS))
 
-    return Windowed(engine.run(rows, "partition", step, schema))
+    return Windowed(engine.run_by_task(rows, "partition", step, schema))
 
 
 class JvmCounter:
@@ -227,6 +227,7 @@ def _on_jvm(
         rows.schema["value"].dataType.json(),
         schema,
         late_counter.jvm if late_counter is not None else None,
+        engine.spread_tasks(spark),
     )
     return DataFrame(jdf, spark)
 

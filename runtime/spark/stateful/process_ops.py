@@ -111,7 +111,8 @@ def process(
     key_type = frame.df.schema["key"].dataType.simpleString()
     watermarked = RecordFrame(frame.df.withWatermark("timestamp", "0 seconds"))
     rows = engine.input_rows(watermarked).withColumn("task", task)
-    out = rows.groupBy("task").transformWithStateInPandas(
+    rows = rows.withColumn("task_key", engine.task_key(rows.sparkSession, rows["task"]))
+    out = rows.groupBy("task_key").transformWithStateInPandas(
         statefulProcessor=_TaskProcessor(processor_class),
         outputStructType=f"key {key_type}, value {value_type}, ts bigint",
         outputMode="append",

@@ -94,3 +94,69 @@ def test_the_driver_refuses_before_its_query_reads_the_state(
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
     assert spark.streams.active == []
+
+
+def test_task_keys_are_spread_on_a_new_checkpoint_and_kept_by_task_on_an_old_one_with_state(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    def record(folder: pathlib.Path) -> dict[str, object]:
+        loaded: dict[str, object] = json.loads((folder / "streamapp.json").read_text())
+        return loaded
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        new = tmp_path / "new"
+        checkpoints.state_partitions(spark, str(new), requested=None, default=4)
+        assert record(new)["taskKeys"] == "spread" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
+        # Recorded before task keys existed, with Spark state (an offset log): its groups stay keyed
+        # by task number, and the record says so from now on.
+        old = tmp_path / "old"
+        (old / "offsets").mkdir(parents=True)
+        (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
+        checkpoints.state_partitions(spark, str(old), requested=None, default=4)
+        assert record(old)["taskKeys"] == "task" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
+        checkpoints.state_partitions(spark, str(old), requested=None, default=4)
+        assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
+        # The same without state (never ran a batch): nothing is keyed yet, it takes the spread keys.
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        (empty / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
+        checkpoints.state_partitions(spark, str(empty), requested=None, default=4)
+        assert record(empty)["taskKeys"] == "spread"
+        assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
+        # Older still (no record at all, but state): by task.
+        older = tmp_path / "older"
+        (older / "offsets").mkdir(parents=True)
+        checkpoints.state_partitions(spark, str(older), requested=None, default=4)
+        assert record(older)["taskKeys"] == "task"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before or "2")
+        spark.conf.set(checkpoints.TASK_KEYS_CONF, "spread")
+
+
+def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSession) -> None:
+    """Spark's hash partitioning (Murmur3, seed 42: the SQL ``hash``) of the task key, for every
+    number of state partitions; grouped by the task number itself, tasks pile up."""
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark.stateful import engine
+
+    tasks = spark.range(64).select(F.col("id").cast("int").alias("t"))
+    n_values = range(1, 9)
+    rows = tasks.select(
+        "t",
+        engine.task_key(spark, F.col("t")).alias("k"),
+        *[F.pmod(F.hash(engine.task_key(spark, F.col("t"))), F.lit(n)).alias(f"b{n}") for n in n_values],
+        F.pmod(F.hash("t"), F.lit(4)).alias("by_task4"),
+    ).collect()
+    assert len({r["k"] for r in rows}) == 64
+    for r in rows:
+        assert [r[f"b{n}"] for n in n_values] == [r["t"] % n for n in n_values]
+    # What the spread keys fix: tasks 0-3 by their own number use 2 of 4 partitions.
+    assert sorted({r["by_task4"] for r in rows if r["t"] < 4}) == [2, 3]
+    spark.conf.set(checkpoints.TASK_KEYS_CONF, "task")
+    try:
+        same = tasks.select(engine.task_key(spark, F.col("t")).alias("k")).collect()
+        assert [r["k"] for r in same] == list(range(64))
+    finally:
+        spark.conf.set(checkpoints.TASK_KEYS_CONF, "spread")

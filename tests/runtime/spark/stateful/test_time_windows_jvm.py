@@ -69,15 +69,27 @@ def _run(
 
 
 @pytest.mark.parametrize(
-    ("functions", "kind", "emit", "tasks"),
+    ("functions", "kind", "emit", "tasks", "task_keys"),
     [
-        (("count",), "tumbling", "updates", None),
-        (("sum", "avg", "min", "max", "latest", "collect_list"), "hopping", "final", 2),
+        (("count",), "tumbling", "updates", None, "spread"),
+        (("sum", "avg", "min", "max", "latest", "collect_list"), "hopping", "final", 2, "spread"),
+        # A checkpoint whose state is keyed by task number (created before the spread keys).
+        (("count",), "tumbling", "updates", None, "task"),
     ],
 )
 def test_the_jvm_gives_the_python_engines_rows_for_every_declarative_aggregator(
-    harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None
-) -> None:
+    harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None, task_keys: str
+) -> None:  # fmt: skip
+    from streamapp.runtime.spark import checkpoints
+
+    harness.spark.conf.set(checkpoints.TASK_KEYS_CONF, task_keys)
+    try:
+        _compare(harness, functions, kind, emit, tasks)
+    finally:
+        harness.spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
+
+
+def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None) -> None:
     from streamapp.runtime.spark.stateful.windows import Windows
 
     spec = (

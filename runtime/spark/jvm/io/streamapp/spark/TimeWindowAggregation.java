@@ -56,7 +56,9 @@ public final class TimeWindowAggregation {
    * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub) grouped by
    * {@code partition}; rows out ({@code outputSchema}, DDL): kind, key, window_start, window_end,
    * value, ts, partition, offset. {@code valueType}: the value column's type as JSON; {@code late}
-   * (may be null) counts dropped record-window contributions.
+   * (may be null) counts dropped record-window contributions. {@code spreadTasks}: group task
+   * {@code t} by {@link TaskKey#of(int)} (state partition {@code t mod n}), else by {@code t}
+   * (a checkpoint whose state is keyed that way).
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows,
@@ -67,7 +69,8 @@ public final class TimeWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late) {
+      LongAccumulator late,
+      boolean spreadTasks) {
     StructType input = rows.schema();
     StructType output = StructType.fromDDL(outputSchema);
     DataType keyType = input.apply("key").dataType();
@@ -77,7 +80,9 @@ public final class TimeWindowAggregation {
     Spec spec =
         new Spec(
             size, advance, grace, "final".equals(emit), aggregator, keyType, input);
-    return rows.groupByKey((MapFunction<Row, Integer>) r -> r.getInt(partition), Encoders.INT())
+    MapFunction<Row, Integer> task =
+        spreadTasks ? r -> TaskKey.of(r.getInt(partition)) : r -> r.getInt(partition);
+    return rows.groupByKey(task, Encoders.INT())
         .transformWithState(
             new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
   }
