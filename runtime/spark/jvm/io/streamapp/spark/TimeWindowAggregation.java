@@ -174,8 +174,9 @@ public final class TimeWindowAggregation {
         open.addAll(saved.getList(1));
       }
       List<Row> out = new ArrayList<>();
-      // Windows this batch touched: (key, start) -> slot, in the order of their last change.
-      LinkedHashMap<Row, Object[]> touched = new LinkedHashMap<>();
+      // Windows this batch touched, in the order of their last change (an access-ordered map: a
+      // window changed again moves to the end).
+      LinkedHashMap<Window, Object[]> touched = new LinkedHashMap<>(1024, 0.75f, true);
       Aggregator agg = spec.aggregator;
       long lateCount = 0;
       for (Row r : batch) {
@@ -191,34 +192,33 @@ public final class TimeWindowAggregation {
             lateCount++;
             continue;
           }
-          Row id = RowFactory.create(key, start);
-          Object[] slot = touched.remove(id);
+          Window id = new Window(key, start);
+          Object[] slot = touched.get(id);
           if (slot == null) {
-            Row stored = windows.getValue(id);
+            Row stored = windows.getValue(id.row());
             if (stored == null) {
               slot = agg.initial(ts);
               open.add(start);
             } else {
               slot = agg.load(stored);
             }
+            touched.put(id, slot);
           }
           agg.add(slot, value, ts);
           int last = slot.length - 1;
           slot[last] = Math.max((Long) slot[last], ts);
-          touched.put(id, slot);
         }
       }
       if (lateCount > 0 && late != null) {
         late.add(lateCount);
       }
-      for (Map.Entry<Row, Object[]> e : touched.entrySet()) {
-        windows.updateValue(e.getKey(), RowFactory.create(e.getValue()));
+      for (Map.Entry<Window, Object[]> e : touched.entrySet()) {
+        Window id = e.getKey();
+        Object[] slot = e.getValue();
+        windows.updateValue(id.row(), RowFactory.create(slot));
         if (!spec.emitFinal) {
-          Row id = e.getKey();
-          Object[] slot = e.getValue();
-          long start = id.getLong(1);
           out.add(
-              row("update", id.get(0), start, start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
+              row("update", id.key, id.start, id.start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
         }
       }
       if (streamTime != null && !open.isEmpty() && spec.threshold(open.first()) <= streamTime) {
@@ -259,6 +259,46 @@ public final class TimeWindowAggregation {
               .thenComparingLong(f -> f.getLong(2))
               .thenComparing(f -> String.valueOf(f.get(1))));
       return finals;
+    }
+  }
+
+  /** A window of a key: the map state's key, with a cheap hash for the batch's own bookkeeping. */
+  static final class Window {
+    final Object key;
+    final long start;
+    private final int hash;
+    private Row row;
+
+    Window(Object key, long start) {
+      this.key = key;
+      this.start = start;
+      int h = key instanceof byte[] ? Arrays.hashCode((byte[]) key) : java.util.Objects.hashCode(key);
+      this.hash = 31 * h + Long.hashCode(start);
+    }
+
+    /** The (key, start) row the map state is keyed by (made once). */
+    Row row() {
+      if (row == null) {
+        row = RowFactory.create(key, start);
+      }
+      return row;
+    }
+
+    @Override
+    public int hashCode() {
+      return hash;
+    }
+
+    @Override
+    public boolean equals(Object other) {
+      if (!(other instanceof Window)) {
+        return false;
+      }
+      Window w = (Window) other;
+      return start == w.start
+          && (key instanceof byte[] && w.key instanceof byte[]
+              ? Arrays.equals((byte[]) key, (byte[]) w.key)
+              : java.util.Objects.equals(key, w.key));
     }
   }
 
