@@ -56,6 +56,10 @@ MEASURES = (
     ("latency_p99_ms", "latency p99, ms (stateless, fixed rate)", "lower"),
     ("warm_latency_p50_ms", "latency p50 after the drains (warm), ms", "lower"),
     ("warm_latency_p99_ms", "latency p99 after the drains (warm), ms", "lower"),
+    ("batch_p50_ms", "micro-batch p50 at a fixed rate, ms (Spark)", "lower"),
+    ("batch_p99_ms", "micro-batch p99 at a fixed rate, ms (Spark)", "lower"),
+    ("warm_batch_p50_ms", "micro-batch p50 at a fixed rate after the drains (warm), ms", "lower"),
+    ("warm_batch_p99_ms", "micro-batch p99 at a fixed rate after the drains (warm), ms", "lower"),
     ("startup_s", "start-up to first output, s", "lower"),
 )
 _BEGIN, _END = "<!-- analysis:begin -->", "<!-- analysis:end -->"
@@ -392,9 +396,10 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
         lines += [
             "## Micro-batches during the latency phase",
             "",
-            "Mean durationMs per micro-batch (ms) while the probes ran at a fixed rate: a probe waits for",
-            "the batch in progress, then for its own, so the micro-batch latency follows these numbers.",
-            "Phase *first*: right after start-up; *warm*: the same probes after the throughput drains.",
+            "Mean durationMs per micro-batch (ms) while input arrived at a fixed rate (stateless: the",
+            "latency probes; wordcount: lines of the pool, as many a second): a record waits for the batch",
+            "in progress, then for its own, so the micro-batch latency follows these numbers. Phase",
+            "*first*: right after start-up; *warm*: the same input again after the throughput drains.",
             "",
             "| topology | variant | run | phase | batches | rows/batch | triggerExecution p50 / p99 | "
             "triggerExecution | " + " | ".join(_PHASES) + " |",

@@ -271,6 +271,33 @@ def _latency_phase(
     return result
 
 
+def _rate_phase(
+    bootstrap: str, topic: str, pool: workload.Pool, monitor: workload.Monitor, args: argparse.Namespace,
+    *, start: int,
+) -> int:  # fmt: skip
+    """Word count at a fixed rate: ``--rate`` lines of the pool a second for ``--latency-seconds``
+    (records ``start …``), then until the output has every count; returns the lines written. Its
+    micro-batches (each brings what arrived while the last ran) are the word count's latency."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
+    producer.list_topics(topic, timeout=10)
+    total = int(args.rate * args.latency_seconds)
+    lines, n = pool.lines, len(pool.lines)
+    began = time.monotonic()
+    for i in range(total):
+        delay = began + i / args.rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        record = start + i
+        producer.produce(topic, lines[record % n], partition=record % args.partitions)
+        producer.poll(0)
+    producer.flush(30)
+    monitor.set_target(words=pool.word_counts(0, start + total))
+    monitor.done.wait(60)
+    return total
+
+
 def _breakdown(
     path: pathlib.Path, since: float, until: float, *, whole: bool = False
 ) -> dict[str, Any] | None:
@@ -410,6 +437,10 @@ def run_one(
             result |= _latency_phase(bootstrap, source, monitor, args, monitor.count)
             probes = int(args.rate * args.latency_seconds)
             latency_window = (began, time.time())
+        elif wordcount:
+            began = time.time()
+            loaded += _rate_phase(bootstrap, source, pool, monitor, args, start=loaded)
+            latency_window = (began, time.time())
 
         # Throughput: pause the tree, pre-load the backlog, resume, time the drain. A warm-up drain
         # first (--warm-drain) lets the JIT compile the drain's hot code before the measured one.
@@ -486,6 +517,10 @@ def run_one(
             result |= {f"warm_{key}": value for key, value in warm.items()}
             probes += int(args.rate * args.latency_seconds)
             warm_window = (began, time.time())
+        elif wordcount:
+            began = time.time()
+            loaded += _rate_phase(bootstrap, source, pool, monitor, args, start=loaded)
+            warm_window = (began, time.time())
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
         result["status"] = "ok"
@@ -505,11 +540,16 @@ def run_one(
         )
         if during:
             result["spark_latency_batches"] = during
+            result |= {"batch_p50_ms": during["trigger_p50_ms"], "batch_p99_ms": during["trigger_p99_ms"]}
         warm_during = (
             _breakdown(workdir / "progress.jsonl", *warm_window, whole=True) if warm_window else None
         )
         if warm_during:
             result["spark_warm_latency_batches"] = warm_during
+            result |= {
+                "warm_batch_p50_ms": warm_during["trigger_p50_ms"],
+                "warm_batch_p99_ms": warm_during["trigger_p99_ms"],
+            }
         if "startup_s" in result and variant_name != "kstreams":
             phases = _startup(workdir / "progress.jsonl", variant.launched_wall, result["startup_s"])
             if phases:
