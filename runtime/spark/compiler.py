@@ -168,7 +168,12 @@ class _Compiler:
         return self._dropping(node, frame, "key")
 
     def _dropping(self, node: graph.Node, frame: frames.RecordFrame, column: str) -> frames.RecordFrame:
-        """``frame`` without the records whose ``column`` is null, counted as dropped at ``node``."""
+        """``frame`` without the records whose ``column`` is null, counted as dropped at ``node``.
+        A column whose type says it is never null (the words of ``explode(split(...))``) drops
+        nothing, and is not observed: an observation costs every micro-batch an accumulator per
+        task and splits the stage's generated code."""
+        if not frame.df.schema[column].nullable:
+            return frame
         name = f"streamapp_dropped_{len(self.error_counts)}"
         self.error_counts[name] = ("dropped", (node.name,))
         observed = frame.df.observe(name, F.count_if(F.col(column).isNull()).alias("t0"))
