@@ -123,7 +123,8 @@ def state_partitions(
     if requested is not None and requested < 1:
         raise errors.StreamAppError(f"{field} must be at least 1, not {requested}")
     record = read_record(spark, checkpoint)
-    has_state = _has_spark_state(spark, checkpoint)
+    # Whether Spark state exists matters only for a checkpoint whose record is missing or older.
+    has_state = (record is None or "taskKeys" not in record) and _has_spark_state(spark, checkpoint)
     if record is None and has_state:
         # A checkpoint from before this record existed: Spark kept whatever it was created with.
         current = spark.conf.get("spark.sql.shuffle.partitions")
@@ -159,5 +160,5 @@ def state_partitions(
                     spark, checkpoint, {**record, "state": {"version": state.VERSION, "steps": steps}}
                 )
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    spark.conf.set(TASK_KEYS_CONF, str(record.get("taskKeys", SPREAD)))
+    spark.conf.set(TASK_KEYS_CONF, str(record["taskKeys"]))
     return partitions

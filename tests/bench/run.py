@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -236,26 +237,39 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def _latency_phase(
-    bootstrap: str, topic: str, monitor: workload.Monitor, args: argparse.Namespace, expect_before: int
-) -> dict[str, Any]:
+def _produce_paced(
+    bootstrap: str, topic: str, args: argparse.Namespace, record: Callable[[int], tuple[bytes, int]]
+) -> int:
+    """Write ``record(i)`` (value, partition) for i < ``--rate`` × ``--latency-seconds``, ``--rate``
+    a second; returns how many."""
     from confluent_kafka import Producer
 
-    # linger.ms=0 caps a loaded single broker near 1000 produce requests/s and queues the probes
+    # linger.ms=0 caps a loaded single broker near 1000 produce requests/s and queues the records
     # for seconds; 2 ms batches them at no visible cost. Metadata and connection are set up first.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
     producer.list_topics(topic, timeout=10)
     total = int(args.rate * args.latency_seconds)
-    first = len(monitor.latencies_ms)  # the probes of an earlier phase are not this one's
-    monitor.set_target(count=expect_before + total)
     began = time.monotonic()
-    for seq in range(total):
-        delay = began + seq / args.rate - time.monotonic()
+    for i in range(total):
+        delay = began + i / args.rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        producer.produce(topic, b"lat %d %d" % (seq, time.monotonic_ns()), partition=seq % args.partitions)
+        value, partition = record(i)
+        producer.produce(topic, value, partition=partition)
         producer.poll(0)
     producer.flush(30)
+    return total
+
+
+def _latency_phase(
+    bootstrap: str, topic: str, monitor: workload.Monitor, args: argparse.Namespace, expect_before: int
+) -> dict[str, Any]:
+    total = int(args.rate * args.latency_seconds)
+    first = len(monitor.latencies_ms)  # the probes of an earlier phase are not this one's
+    monitor.set_target(count=expect_before + total)
+    _produce_paced(
+        bootstrap, topic, args, lambda seq: (b"lat %d %d" % (seq, time.monotonic_ns()), seq % args.partitions)
+    )
     arrived = monitor.done.wait(60)
     skip = int(min(2.0, args.latency_seconds * 0.2) * args.rate)  # the first probes meet a cold path
     samples = [ms for seq, ms in list(monitor.latencies_ms)[first:] if seq >= skip]
@@ -278,21 +292,10 @@ def _rate_phase(
     """Word count at a fixed rate: ``--rate`` lines of the pool a second for ``--latency-seconds``
     (records ``start …``), then until the output has every count; returns the lines written. Its
     micro-batches (each brings what arrived while the last ran) are the word count's latency."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
-    producer.list_topics(topic, timeout=10)
-    total = int(args.rate * args.latency_seconds)
     lines, n = pool.lines, len(pool.lines)
-    began = time.monotonic()
-    for i in range(total):
-        delay = began + i / args.rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        record = start + i
-        producer.produce(topic, lines[record % n], partition=record % args.partitions)
-        producer.poll(0)
-    producer.flush(30)
+    total = _produce_paced(
+        bootstrap, topic, args, lambda i: (lines[(start + i) % n], (start + i) % args.partitions)
+    )
     monitor.set_target(words=pool.word_counts(0, start + total))
     monitor.done.wait(60)
     return total

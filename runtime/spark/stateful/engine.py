@@ -34,8 +34,8 @@ from streamapp.runtime.spark import checkpoints
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
-    "HEADERS_TYPE", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "input_rows", "run",
-    "run_by_task", "spread_tasks", "task_key",
+    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "input_rows",
+    "run", "run_by_task", "task_key", "with_task_key",
 ]  # fmt: skip
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
@@ -102,27 +102,30 @@ def run(df: DataFrame, group: str, step: Step, output_schema: str) -> DataFrame:
     )
 
 
+#: The column :func:`with_task_key` adds: what a step grouped by task is grouped by.
+TASK_KEY = "task_key"
+
+
+def with_task_key(df: DataFrame, task: str) -> DataFrame:
+    """``df`` with column :data:`TASK_KEY`: the grouping key of the task number in column ``task``
+    (:func:`task_key`)."""
+    return df.withColumn(TASK_KEY, task_key(df.sparkSession, F.col(task)))
+
+
 def run_by_task(df: DataFrame, task: str, step: Step, output_schema: str) -> DataFrame:
     """:func:`run` grouped by the task number in column ``task`` (through :func:`task_key`);
     ``step`` gets the group's key, not the task number (the rows carry their partition)."""
-    keyed = df.withColumn("task_key", task_key(df.sparkSession, F.col(task)))
-    return run(keyed, "task_key", step, output_schema)
+    return run(with_task_key(df, task), TASK_KEY, step, output_schema)
 
 
 _TASK_KEY_UDF = "streamapp_task_key"
 
 
-def spread_tasks(spark: SparkSession) -> bool:
-    """Whether task-grouped state is keyed to spread the tasks over the state partitions (the
-    checkpoint's record says; see ``checkpoints.TASK_KEYS_CONF``)."""
-    return spark.conf.get(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD) == checkpoints.SPREAD
-
-
 def task_key(spark: SparkSession, task: Column) -> Column:
     """The grouping key of task number ``task``: the key Spark's hash partitioning puts in state
     partition ``task mod n`` (``io.streamapp.spark.TaskKey``), or the task number itself for a
-    checkpoint whose state is keyed that way (:func:`spread_tasks`)."""
-    if not spread_tasks(spark):
+    checkpoint whose state is keyed that way (its record says; see ``checkpoints.TASK_KEYS_CONF``)."""
+    if spark.conf.get(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD) != checkpoints.SPREAD:
         return task
     spark.udf.registerJavaFunction(_TASK_KEY_UDF, "io.streamapp.spark.TaskKey", "int")
     return F.call_udf(_TASK_KEY_UDF, task.cast("int"))

@@ -218,7 +218,7 @@ def _on_jvm(
     jvm = spark.sparkContext._jvm
     assert jvm is not None and aggregator.name is not None
     jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
-        rows._jdf,
+        engine.with_task_key(rows, "partition")._jdf,
         spec.size,
         spec.advance,
         spec.grace,
@@ -227,7 +227,6 @@ def _on_jvm(
         rows.schema["value"].dataType.json(),
         schema,
         late_counter.jvm if late_counter is not None else None,
-        engine.spread_tasks(spark),
     )
     return DataFrame(jdf, spark)
 

@@ -111,11 +111,14 @@ def process(
     key_type = frame.df.schema["key"].dataType.simpleString()
     watermarked = RecordFrame(frame.df.withWatermark("timestamp", "0 seconds"))
     rows = engine.input_rows(watermarked).withColumn("task", task)
-    rows = rows.withColumn("task_key", engine.task_key(rows.sparkSession, rows["task"]))
-    out = rows.groupBy("task_key").transformWithStateInPandas(
-        statefulProcessor=_TaskProcessor(processor_class),
-        outputStructType=f"key {key_type}, value {value_type}, ts bigint",
-        outputMode="append",
-        timeMode="EventTime",
+    out = (
+        engine.with_task_key(rows, "task")
+        .groupBy(engine.TASK_KEY)
+        .transformWithStateInPandas(
+            statefulProcessor=_TaskProcessor(processor_class),
+            outputStructType=f"key {key_type}, value {value_type}, ts bigint",
+            outputMode="append",
+            timeMode="EventTime",
+        )
     )
     return engine.as_record_frame(out)

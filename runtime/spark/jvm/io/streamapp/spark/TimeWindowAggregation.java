@@ -53,12 +53,11 @@ public final class TimeWindowAggregation {
   private TimeWindowAggregation() {}
 
   /**
-   * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub) grouped by
-   * {@code partition}; rows out ({@code outputSchema}, DDL): kind, key, window_start, window_end,
+   * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub, task_key)
+   * grouped by {@code task_key} (the task's grouping key, made by the Python side's
+   * {@code engine.with_task_key}); rows out ({@code outputSchema}, DDL): kind, key, window_start, window_end,
    * value, ts, partition, offset. {@code valueType}: the value column's type as JSON; {@code late}
-   * (may be null) counts dropped record-window contributions. {@code spreadTasks}: group task
-   * {@code t} by {@link TaskKey#of(int)} (state partition {@code t mod n}), else by {@code t}
-   * (a checkpoint whose state is keyed that way).
+   * (may be null) counts dropped record-window contributions.
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows,
@@ -69,20 +68,17 @@ public final class TimeWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late,
-      boolean spreadTasks) {
+      LongAccumulator late) {
     StructType input = rows.schema();
     StructType output = StructType.fromDDL(outputSchema);
     DataType keyType = input.apply("key").dataType();
     DataType value = DataType.fromJson(valueType);
     Aggregator aggregator = Aggregator.of(function, value);
-    int partition = input.fieldIndex("partition");
+    int taskKey = input.fieldIndex("task_key");
     Spec spec =
         new Spec(
             size, advance, grace, "final".equals(emit), aggregator, keyType, input);
-    MapFunction<Row, Integer> task =
-        spreadTasks ? r -> TaskKey.of(r.getInt(partition)) : r -> r.getInt(partition);
-    return rows.groupByKey(task, Encoders.INT())
+    return rows.groupByKey((MapFunction<Row, Integer>) r -> r.getInt(taskKey), Encoders.INT())
         .transformWithState(
             new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
   }
