@@ -71,7 +71,8 @@ class StreamsConfig:
     - ``master``: Spark master (default ``local[2]``; with the real-time trigger one local task slot
       per input partition); ``spark_conf``, ``driver_memory`` (default 2g).
     - ``state_partitions``: fixed when the checkpoint is created (default ``spec.statePartitions``,
-      else the largest input partition count).
+      else the largest input partition count, at most a local master's task slots; the tasks stay
+      one per input partition).
     - ``starting_offsets`` (``earliest``/``latest``) or ``starting_timestamp`` (epoch ms): where a
       new checkpoint starts reading.
     - ``max_offsets_per_trigger``: bound a micro-batch's input (default: unbounded; 500,000 under

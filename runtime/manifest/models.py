@@ -508,8 +508,10 @@ class StreamAppSpec(_Model):
         default=None,
         ge=1,
         description="Partitions of every state store (Spark's shuffle partitions), fixed when the "
-        "checkpoint is created; default: the largest partition count of the input topics. "
-        "Each costs time in every micro-batch: choose the most parallelism the app will need.",
+        "checkpoint is created; default: the largest partition count of the input topics (Kafka "
+        "Streams' task count), at most a local master's task slots. Each costs time in every "
+        "micro-batch: choose the most parallelism the app will need. Tasks (each with its own "
+        "stream time) stay one per input partition whatever this is.",
     )
     spark_conf: dict[str, str] | None = pydantic.Field(default=None, description="Extra Spark configuration.")
     deployment: Deployment | None = pydantic.Field(default=None, description="How the operator runs the app.")

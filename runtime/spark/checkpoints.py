@@ -6,7 +6,8 @@ stateful step — when a checkpoint is created, and silently keeps it on every r
 configuration says. Every state partition costs time in every micro-batch (measured here: a
 RocksDB groupBy-count batch takes ≈ 270 ms with 2 partitions, ≈ 6.3 s with Spark's default 200),
 so the number is chosen deliberately: ``spec.statePartitions``, else the largest partition count
-of the input topics (Kafka Streams' task count, and the most executors the operator will run).
+of the input topics (Kafka Streams' task count, and the most executors the operator will run),
+at most a local master's task slots (a partition more than there are slots only adds its cost).
 It is written to ``<checkpoint>/streamapp.json`` when the checkpoint is created; a later start
 asking for a different number fails with an error that says why, instead of being ignored.
 
@@ -17,6 +18,11 @@ mostly read it silently and wrongly. A record without one (an older checkpoint) 
 The record also says how task-grouped state is keyed (``taskKeys``, see :data:`TASK_KEYS_CONF`):
 ``spread`` for a checkpoint created since the tasks of a stateful step are spread over the state
 partitions, ``task`` for an older checkpoint holding state, whose groups stay where they are.
+And it holds the number of *tasks* (``tasks``, see :data:`TASKS_CONF`): Kafka Streams' task count,
+the partitions of its repartition topics, by which a step after a key change groups its records
+(each task keeps its own stream time). It is the input's largest partition count, fixed like the
+state partitions, and independent of them: any number of tasks spreads over any number of state
+partitions. An older checkpoint, whose tasks were its state partitions, records that.
 
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
@@ -34,7 +40,7 @@ from streamapp.runtime.topology import state
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FILE", "TASK_KEYS_CONF", "read_record", "state_partitions"]
+__all__ = ["FILE", "TASKS_CONF", "TASK_KEYS_CONF", "read_record", "state_partitions", "tasks"]
 
 FILE = "streamapp.json"
 
@@ -46,6 +52,15 @@ FILE = "streamapp.json"
 #: already holds state keyed the old way keeps ``task``: its state stays readable.
 TASK_KEYS_CONF = "streamapp.taskKeys"
 SPREAD, BY_TASK = "spread", "task"
+
+#: The session conf that holds the checkpoint's task count (see the module's description).
+TASKS_CONF = "streamapp.tasks"
+
+
+def tasks(spark: SparkSession) -> int:
+    """The tasks a step groups re-keyed records into: the checkpoint's (set by
+    :func:`state_partitions`), else, for a plan compiled without one, the state partitions."""
+    return int(spark.conf.get(TASKS_CONF, None) or spark.conf.get("spark.sql.shuffle.partitions") or "1")
 
 
 def _record_file(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:
@@ -111,15 +126,20 @@ def state_partitions(
     *,
     requested: int | None,
     default: int,
+    tasks: int | None = None,
     field: str = "spec.statePartitions",
     steps: list[dict[str, Any]] | None = None,
 ) -> int:
     """The state partitions to run with; sets them on the session (call before the query starts).
 
     A new checkpoint records ``requested`` (else ``default``); an existing one keeps its number,
-    and a different ``requested`` is an error naming ``field``. ``steps`` (the topology's state
-    fingerprint) is recorded likewise; different recorded steps raise :class:`errors.IncompatibleState`.
+    and a different ``requested`` is an error naming ``field``. ``tasks`` (default: as many as
+    state partitions) is recorded for a new checkpoint and kept for an existing one; both are set
+    on the session. ``steps`` (the topology's state fingerprint) is recorded likewise; different
+    recorded steps raise :class:`errors.IncompatibleState`.
     """
+    if tasks is not None and tasks < 1:
+        raise ValueError(f"tasks must be at least 1, not {tasks}")
     if requested is not None and requested < 1:
         raise errors.StreamAppError(f"{field} must be at least 1, not {requested}")
     record = read_record(spark, checkpoint)
@@ -129,15 +149,24 @@ def state_partitions(
         # A checkpoint from before this record existed: Spark kept whatever it was created with.
         current = spark.conf.get("spark.sql.shuffle.partitions")
         record = {"statePartitions": int(current or default), "recordedAfterCreation": True}
-        _write_record(spark, checkpoint, record)
-    if record is not None and "taskKeys" not in record:
-        # Recorded before task keys were spread: with state, it is keyed by task; without, nothing
-        # is keyed yet and the checkpoint takes the spread keys.
-        record = {**record, "taskKeys": BY_TASK if has_state else SPREAD}
+    if record is not None and not {"taskKeys", "tasks"} <= record.keys():
+        # An older record. Before task keys were spread, a checkpoint with state kept it keyed by
+        # task (one without takes the spread keys); before tasks were recorded, the tasks after a
+        # key change were the state partitions.
+        record = {
+            "taskKeys": BY_TASK if has_state else SPREAD,
+            "tasks": int(record["statePartitions"]),
+            **record,
+        }
         _write_record(spark, checkpoint, record)
     if record is None:
         partitions = requested or default
-        record = {"statePartitions": partitions, "createdAtMs": int(time.time() * 1000), "taskKeys": SPREAD}
+        record = {
+            "statePartitions": partitions,
+            "tasks": tasks or partitions,
+            "createdAtMs": int(time.time() * 1000),
+            "taskKeys": SPREAD,
+        }
         if steps is not None:
             record["state"] = {"version": state.VERSION, "steps": steps}
         _write_record(spark, checkpoint, record)
@@ -161,4 +190,5 @@ def state_partitions(
                 )
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set(TASK_KEYS_CONF, str(record["taskKeys"]))
+    spark.conf.set(TASKS_CONF, str(record["tasks"]))
     return partitions

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
-from streamapp.runtime.spark import codecs, compilers, frames, runner, sink
+from streamapp.runtime.spark import checkpoints, codecs, compilers, frames, runner, sink
 from streamapp.runtime.topology import graph, state
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
@@ -185,9 +185,8 @@ class _Compiler:
     def without_null_keys(self, node: nd.Node, frame: frames.RecordFrame) -> frames.RecordFrame:
         return self._without_null_keys(node, frame)
 
-    def partitions(self) -> int:
-        plan = next(iter(self.frames.values())).df
-        return int(plan.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
+    def tasks(self) -> int:
+        return checkpoints.tasks(next(iter(self.frames.values())).df.sparkSession)
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:
@@ -338,7 +337,7 @@ class _Compiler:
         tasks = None
         if any(self._rekeyed(self.topology.node(p)) for p in node.parents):
             # Kafka Streams' repartition topic: all records of a key in one task (one stream time).
-            tasks = int(frame.df.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
+            tasks = self.tasks()
         w = node.windows
         spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
         jvm = state.windows_on_jvm(self.topology, node)

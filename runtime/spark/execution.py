@@ -20,6 +20,8 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -360,11 +362,22 @@ def start(
     instrumented: query_metrics.Attached | None = None
     try:
         _quiet_failures(spark)
+        global_topics = frozenset(
+            t
+            for n in topology.nodes
+            if isinstance(n, nodes.Source) and n.op == "globalTable"
+            for t in n.topics
+        )
+        # Kafka Streams' tasks: one per partition of the (largest) input, global tables aside.
+        tasks = max((n for t, n in (input_partitions or {}).items() if t not in global_topics), default=1)
+        slots = local_slots(spark.sparkContext.master)
         partitions = checkpoints.state_partitions(
             spark,
             checkpoint,
             requested=state_partitions,
-            default=max((input_partitions or {}).values(), default=1),
+            # Locally, a state partition per task slot at most: each costs every micro-batch time.
+            default=tasks if slots is None else min(tasks, slots),
+            tasks=tasks,
             steps=state.fingerprint(topology),
         )
         # The real-time trigger accepts no observations (it never ends a batch to report them).
@@ -376,12 +389,7 @@ def start(
             options=dict(starting or {}),
             max_offsets=max_offsets_per_trigger
             or (EXACTLY_ONCE_MAX_OFFSETS if processing_guarantee == "exactly_once_v2" else None),
-            global_topics=frozenset(
-                t
-                for n in topology.nodes
-                if isinstance(n, nodes.Source) and n.op == "globalTable"
-                for t in n.topics
-            ),
+            global_topics=global_topics,
             counting=counting,
         )
         exactly_once = None
@@ -501,15 +509,26 @@ WARM_UP_TIMEOUT_S = 120
 EXECUTORS_TIMEOUT_S = 60
 
 
+def local_slots(master: str) -> int | None:
+    """The task slots of a local master (``local``: 1, ``local[N]``/``local[N,F]``: N,
+    ``local[*]``: the cores), None for a cluster (``local-cluster[…]`` included)."""
+    if master == "local":
+        return 1
+    found = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+    if found is None:
+        return None
+    return (os.cpu_count() or 1) if found[1] == "*" else max(1, int(found[1]))
+
+
 def _task_slots(spark: SparkSession, timeout_s: float = EXECUTORS_TIMEOUT_S) -> int:
     """The task slots of the executors the driver asked for (``spark.executor.instances`` ×
     ``spark.executor.cores``), once they have registered — at most ``timeout_s``, after which the
     registered ones count (a warning says so). Local mode: its cores."""
     import time  # noqa: PLC0415
 
+    if (local := local_slots(spark.sparkContext.master)) is not None:
+        return local
     sc = spark.sparkContext
-    if sc.master.startswith("local"):
-        return max(1, sc.defaultParallelism)
     conf = sc.getConf()
     wanted = int(conf.get("spark.executor.instances", "0") or 0)
     cores = int(conf.get("spark.executor.cores", "1") or 1)

@@ -302,8 +302,9 @@ def _markdown(
             else "0-second processing-time trigger"
         )
         + "; (e) writes with processingGuarantee: exactly_once_v2 (its output read read_committed,",
-        "as every variant's is); (b) uses 2 shuffle partitions, StreamApp's word count as many state",
-        "partitions as the input has (4, its default), and both read with",
+        "as every variant's is); (b) uses 2 shuffle partitions, StreamApp's word count its default",
+        "state partitions (the input's 4 tasks on at most a state partition per task slot: 2), and both",
+        "read with",
         "kafka.max.poll.records=100000 (StreamApp's source default; generic tuning of Spark's Kafka",
         "reader, given to (b) as well).",
         *(

@@ -43,8 +43,9 @@ class Context(Protocol):
         """Whether the key may have changed since the source (Kafka Streams would repartition)."""
         ...
 
-    def partitions(self) -> int:
-        """The state partitions (Spark's shuffle partitions)."""
+    def tasks(self) -> int:
+        """The tasks a step groups re-keyed records into (Kafka Streams' repartition-topic
+        partitions): the checkpoint's, independent of the state partitions."""
         ...
 
     @property

@@ -65,7 +65,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
             key=_joiner(node.key),
             joiner=_joiner(node.joiner),
             left_join=node.how == "left",
-            partitions=ctx.partitions(),
+            tasks=ctx.tasks(),
         )
     left, right = (_side(ctx, p) for p in node.parents)
     if kind == "table-table-fk":
@@ -78,7 +78,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
             extractor=_joiner(node.foreign_key),
             joiner=_joiner(node.joiner),
             left_join=node.how == "left",
-            partitions=ctx.partitions(),
+            tasks=ctx.tasks(),
         )
     counter = None
     if kind == "stream-stream":
@@ -91,7 +91,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
         right,
         _joiner(node.joiner),
         windows=node.windows,
-        partitions=ctx.partitions(),
+        tasks=ctx.tasks(),
         late_counter=counter,
         merged=ctx.merge_frontier,
     )

@@ -4,7 +4,7 @@ Spark has no stateful operator with two inputs, so the two sides are unioned wit
 (``side``: 0 left, 1 right; each side's value in its own column, ``lv`` or ``rv``, so the two
 value types need not agree) and grouped by *task*: the input partition when both sides are
 read straight from co-partitioned topics (as Kafka Streams' tasks), else the key's hash modulo
-the state partitions (Kafka Streams' repartition topic). Each task runs a processor of
+the tasks (Kafka Streams' repartition topic's partitions). Each task runs a processor of
 :mod:`.join_logic` over the micro-batch in Kafka Streams' order, with its state in one pickled
 value (:mod:`.engine`), and emits ``(key, left, right, ts)`` rows; the joiner then computes the
 value from ``key``, ``left`` and ``right`` as a Spark expression or a vectorised Python function.
@@ -79,7 +79,7 @@ def pairs(
     right: Side,
     *,
     windows: Any = None,
-    partitions: int,
+    tasks: int,
     late_counter: Accumulator[int] | None = None,
     merged: frontier.Frontier | None = None,
 ) -> DataFrame:
@@ -98,7 +98,7 @@ def pairs(
     task: Column = (
         F.col("partition")
         if left.partitioned and right.partitioned
-        else F.pmod(F.hash("key"), F.lit(partitions)).cast("int")
+        else F.pmod(F.hash("key"), F.lit(tasks)).cast("int")
     )
     union = union.withColumn("task", task)
     processor = _processor(kind, how, windows)
@@ -178,7 +178,7 @@ def join(
     joiner: Logic,
     *,
     windows: Any = None,
-    partitions: int,
+    tasks: int,
     late_counter: Accumulator[int] | None = None,
     merged: frontier.Frontier | None = None,
 ) -> RecordFrame:
@@ -191,7 +191,7 @@ def join(
         left,
         right,
         windows=windows,
-        partitions=partitions,
+        tasks=tasks,
         late_counter=late_counter,
         merged=merged,
     )
@@ -208,11 +208,11 @@ def global_join(
     key: Logic,
     joiner: Logic,
     left_join: bool,
-    partitions: int,
+    tasks: int,
 ) -> RecordFrame:
     """A stream joined with a GlobalKTable by a key extractor, without repartitioning the stream.
 
-    Every task holds the whole table: its records are sent to every task (``partitions`` of
+    Every task holds the whole table: its records are sent to every task (``tasks`` of
     them; the stream's partition modulo that is its task). In each micro-batch a task applies the
     table's records first, in offset order — Kafka Streams bootstraps a global table before any
     stream record and keeps updating it from its own thread, ahead of the tasks — then looks up
@@ -235,7 +235,7 @@ def global_join(
         F.col("value").cast(lv).alias("lv"),
         F.lit(None).cast(rv).alias("rv"),
         *columns,
-    ).withColumn("task", F.pmod(F.col("partition"), F.lit(partitions)).cast("int"))
+    ).withColumn("task", F.pmod(F.col("partition"), F.lit(tasks)).cast("int"))
     updates = table.df.select(
         F.lit(None).cast(out_key).alias("key"),
         F.col("key").cast(table_key).alias("jk"),
@@ -243,7 +243,7 @@ def global_join(
         F.lit(None).cast(lv).alias("lv"),
         F.col("value").cast(rv).alias("rv"),
         *columns,
-    ).withColumn("task", F.explode(F.sequence(F.lit(0), F.lit(partitions - 1))))
+    ).withColumn("task", F.explode(F.sequence(F.lit(0), F.lit(tasks - 1))))
     union = records.unionByName(updates)
     processor = join_logic.StreamTableJoin(left_join=left_join)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,8 +14,17 @@ from streamapp.runtime.topology import TimeWindows, state
 
 if TYPE_CHECKING:
     import pathlib
+    from collections.abc import Iterator
 
     from pyspark.sql import SparkSession
+
+
+@pytest.fixture(autouse=True)
+def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
+    """The tests here set the session's task confs; the next test (another module's) starts without."""
+    yield
+    spark.conf.unset(checkpoints.TASKS_CONF)
+    spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
 def test_state_partitions_are_recorded_then_kept_and_a_change_is_refused(
@@ -40,6 +50,57 @@ def test_state_partitions_are_recorded_then_kept_and_a_change_is_refused(
         assert checkpoints.read_record(spark, uri) is not None
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
+
+
+def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """Kafka Streams' task count (its repartition topics' partitions) is fixed with the checkpoint,
+    whatever the state partitions; an older record's tasks were its state partitions."""
+
+    def record(folder: pathlib.Path) -> dict[str, object]:
+        loaded: dict[str, object] = json.loads((folder / "streamapp.json").read_text())
+        return loaded
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        new = tmp_path / "new"
+        assert checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=6) == 2
+        assert record(new)["tasks"] == 6 and record(new)["statePartitions"] == 2
+        assert spark.conf.get(checkpoints.TASKS_CONF) == "6" and checkpoints.tasks(spark) == 6
+        # A restart keeps them, whatever the input has now.
+        checkpoints.state_partitions(spark, str(new), requested=None, default=4, tasks=8)
+        assert checkpoints.tasks(spark) == 6 and record(new)["tasks"] == 6
+        # Without a task count, as many tasks as state partitions.
+        alone = tmp_path / "alone"
+        checkpoints.state_partitions(spark, str(alone), requested=3, default=1)
+        assert record(alone)["tasks"] == 3 and checkpoints.tasks(spark) == 3
+        # Recorded before tasks were (spread keys or not): the tasks were the state partitions.
+        for keys in ("spread", "task"):
+            old = tmp_path / f"old-{keys}"
+            (old / "offsets").mkdir(parents=True)
+            (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
+            assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
+            assert record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4}
+            assert checkpoints.tasks(spark) == 4
+        # A plan compiled without a checkpoint record: its state partitions.
+        spark.conf.unset(checkpoints.TASKS_CONF)
+        spark.conf.set("spark.sql.shuffle.partitions", "5")
+        assert checkpoints.tasks(spark) == 5
+        with pytest.raises(ValueError, match="tasks must be at least 1"):
+            checkpoints.state_partitions(spark, str(tmp_path / "bad"), requested=None, default=1, tasks=0)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before or "2")
+
+
+@pytest.mark.parametrize(
+    ("master", "slots"),
+    [("local", 1), ("local[2]", 2), ("local[3,4]", 3), ("local[*]", os.cpu_count()),
+     ("local[*,2]", os.cpu_count()), ("local-cluster[2,1,1024]", None), ("k8s://https://h:443", None),
+     ("spark://h:7077", None)],
+)  # fmt: skip
+def test_local_slots_are_read_from_the_master(master: str, slots: int | None) -> None:
+    assert execution.local_slots(master) == slots
 
 
 def test_a_checkpoint_refuses_a_topology_whose_state_it_cannot_hold(
@@ -131,7 +192,7 @@ def test_task_keys_are_spread_on_a_new_checkpoint_and_kept_by_task_on_an_old_one
         assert record(older)["taskKeys"] == "task"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
-        spark.conf.set(checkpoints.TASK_KEYS_CONF, "spread")
+        spark.conf.unset(checkpoints.TASKS_CONF)
 
 
 def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSession) -> None:

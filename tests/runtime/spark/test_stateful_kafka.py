@@ -7,9 +7,12 @@ lateness is decided per record against the task's stream time, as Kafka Streams 
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
 
 from streamapp.runtime import StreamApp, StreamsConfig, manifest
 from streamapp.runtime.app import State
@@ -150,3 +153,55 @@ def test_windows_with_grace_give_the_same_output_whatever_the_batch_size(
     assert latest[_window_key("d", 0, 60)] == (2 + 7, 59 * S)
     assert latest[_window_key("d", 30, 90)] == (2 + 7, 59 * S)
     assert len(latest) == 12
+
+
+REKEYED = """
+apiVersion: streamapp.io/v1alpha1
+kind: StreamApp
+metadata: {name: rekeyed-windows}
+spec:
+  topology:
+    defaults: {keySerde: string, valueSerde: string}
+    streams:
+      - from: {topic: in}
+        steps:
+          - groupBy: "value"
+          - windowedBy: {tumbling: 10s, grace: 0s}
+          - count: {}
+          - toStream: {}
+          - to: {topic: out, valueSerde: long}
+"""
+
+
+def test_after_a_key_change_there_are_as_many_tasks_as_input_partitions_whatever_the_state_partitions(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """Kafka Streams' repartition topic has the input's partition count, and each of its tasks its
+    own stream time. A 4-partition input on local[2] gets 2 state partitions (a slot each) but
+    still 4 tasks: two keys in different tasks of 4 — and the same task of 2 — keep their own
+    stream time, so the second key's old record is not late."""
+    assert spark.sparkContext.master == "local[2]"
+    candidates = spark.createDataFrame([(f"k{i}",) for i in range(40)], "k string")
+    task = dict(candidates.select("k", F.pmod(F.hash("k"), F.lit(4)).alias("t")).collect())
+    first = next(k for k in task if task[k] == 0)
+    second = next(k for k in task if task[k] == 2)  # task 2 of 4; task 0 of 2, as `first`
+    source, out = new_topic(partitions=4), new_topic(partitions=1)
+    admin.produce(
+        kafka_bootstrap,
+        source,
+        [
+            admin.Record(b"x", first.encode(), timestamp=T0 + 100 * S, partition=0),
+            admin.Record(b"y", second.encode(), timestamp=T0 + 1 * S, partition=0),
+        ],
+    )
+    topology = manifest.build_topology(manifest.load_manifest(REKEYED)).rename_topics(
+        {"in": source, "out": out}
+    )
+    late = _run(spark, kafka_bootstrap, topology, tmp_path / "ckpt")
+    record = json.loads((tmp_path / "ckpt" / "streamapp.json").read_text())
+    assert (record["statePartitions"], record["tasks"]) == (2, 4)
+    assert sorted(late.values()) == [0]
+    counts = sorted(_decode(admin.consume(kafka_bootstrap, out, timeout=20, idle=2)))
+    assert counts == sorted(
+        [(_window_key(first, 100, 110), 1, 100 * S), (_window_key(second, 0, 10), 1, 1 * S)]
+    )
