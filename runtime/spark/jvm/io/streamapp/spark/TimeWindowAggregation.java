@@ -13,11 +13,11 @@ import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.TreeSet;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -74,11 +74,13 @@ public final class TimeWindowAggregation {
     DataType keyType = input.apply("key").dataType();
     DataType value = DataType.fromJson(valueType);
     Aggregator aggregator = Aggregator.of(function, value);
-    int taskKey = input.fieldIndex("task_key");
     Spec spec =
         new Spec(
             size, advance, grace, "final".equals(emit), aggregator, keyType, input);
-    return rows.groupByKey((MapFunction<Row, Integer>) r -> r.getInt(taskKey), Encoders.INT())
+    // Grouped by the column itself, named and typed as groupByKey's key was (the state's key
+    // schema: value int not null), not through a function of each deserialised row.
+    return rows.groupBy(functions.coalesce(functions.col("task_key"), functions.lit(0)).as("value"))
+        .as(Encoders.INT(), Encoders.row(input))
         .transformWithState(
             new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
   }
