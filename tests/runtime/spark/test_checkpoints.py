@@ -27,6 +27,11 @@ def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
     spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
+def _record(folder: pathlib.Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((folder / "streamapp.json").read_text())
+    return loaded
+
+
 def test_state_partitions_are_recorded_then_kept_and_a_change_is_refused(
     spark: SparkSession, tmp_path: pathlib.Path
 ) -> None:
@@ -58,30 +63,26 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
     """Kafka Streams' task count (its repartition topics' partitions) is fixed with the checkpoint,
     whatever the state partitions; an older record's tasks were its state partitions."""
 
-    def record(folder: pathlib.Path) -> dict[str, object]:
-        loaded: dict[str, object] = json.loads((folder / "streamapp.json").read_text())
-        return loaded
-
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         new = tmp_path / "new"
         assert checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=6) == 2
-        assert record(new)["tasks"] == 6 and record(new)["statePartitions"] == 2
+        assert _record(new)["tasks"] == 6 and _record(new)["statePartitions"] == 2
         assert spark.conf.get(checkpoints.TASKS_CONF) == "6" and checkpoints.tasks(spark) == 6
         # A restart keeps them, whatever the input has now.
         checkpoints.state_partitions(spark, str(new), requested=None, default=4, tasks=8)
-        assert checkpoints.tasks(spark) == 6 and record(new)["tasks"] == 6
+        assert checkpoints.tasks(spark) == 6 and _record(new)["tasks"] == 6
         # Without a task count, as many tasks as state partitions.
         alone = tmp_path / "alone"
         checkpoints.state_partitions(spark, str(alone), requested=3, default=1)
-        assert record(alone)["tasks"] == 3 and checkpoints.tasks(spark) == 3
+        assert _record(alone)["tasks"] == 3 and checkpoints.tasks(spark) == 3
         # Recorded before tasks were (spread keys or not): the tasks were the state partitions.
         for keys in ("spread", "task"):
             old = tmp_path / f"old-{keys}"
             (old / "offsets").mkdir(parents=True)
             (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
             assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
-            assert record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4}
+            assert _record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4}
             assert checkpoints.tasks(spark) == 4
         # A plan compiled without a checkpoint record: its state partitions.
         spark.conf.unset(checkpoints.TASKS_CONF)
@@ -160,22 +161,18 @@ def test_the_driver_refuses_before_its_query_reads_the_state(
 def test_task_keys_are_spread_on_a_new_checkpoint_and_kept_by_task_on_an_old_one_with_state(
     spark: SparkSession, tmp_path: pathlib.Path
 ) -> None:
-    def record(folder: pathlib.Path) -> dict[str, object]:
-        loaded: dict[str, object] = json.loads((folder / "streamapp.json").read_text())
-        return loaded
-
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         new = tmp_path / "new"
         checkpoints.state_partitions(spark, str(new), requested=None, default=4)
-        assert record(new)["taskKeys"] == "spread" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
+        assert _record(new)["taskKeys"] == "spread" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
         # Recorded before task keys existed, with Spark state (an offset log): its groups stay keyed
         # by task number, and the record says so from now on.
         old = tmp_path / "old"
         (old / "offsets").mkdir(parents=True)
         (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
         checkpoints.state_partitions(spark, str(old), requested=None, default=4)
-        assert record(old)["taskKeys"] == "task" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
+        assert _record(old)["taskKeys"] == "task" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
         checkpoints.state_partitions(spark, str(old), requested=None, default=4)
         assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
         # The same without state (never ran a batch): nothing is keyed yet, it takes the spread keys.
@@ -183,13 +180,13 @@ def test_task_keys_are_spread_on_a_new_checkpoint_and_kept_by_task_on_an_old_one
         empty.mkdir()
         (empty / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
         checkpoints.state_partitions(spark, str(empty), requested=None, default=4)
-        assert record(empty)["taskKeys"] == "spread"
+        assert _record(empty)["taskKeys"] == "spread"
         assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
         # Older still (no record at all, but state): by task.
         older = tmp_path / "older"
         (older / "offsets").mkdir(parents=True)
         checkpoints.state_partitions(spark, str(older), requested=None, default=4)
-        assert record(older)["taskKeys"] == "task"
+        assert _record(older)["taskKeys"] == "task"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
         spark.conf.unset(checkpoints.TASKS_CONF)
