@@ -22,7 +22,7 @@ __all__ = ["COMPILERS", "compile_process"]
 
 def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> RecordFrame:
     from streamapp.runtime.spark import compiler  # noqa: PLC0415 - compiler imports this module
-    from streamapp.runtime.spark.stateful import process_ops  # noqa: PLC0415 - only apps with processors
+    from streamapp.runtime.spark.stateful import engine, process_ops  # noqa: PLC0415 - only apps with processors
 
     compiler.resolve_function(node.processor.ref)  # ships the user's module to the executors
     target = process_nodes.resolve(node.processor.ref)
@@ -33,7 +33,7 @@ def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> Re
     task: Column = (
         F.coalesce(F.col("partition"), F.lit(0)).cast("int")
         if direct
-        else F.pmod(F.hash("key"), F.lit(ctx.tasks())).cast("int")
+        else engine.hash_task("key", ctx.tasks())
     )
     value_type = node.processor.returns or target.returns or parent.df.schema["value"].dataType.simpleString()
     return process_ops.process(parent, target, task=task, value_type=value_type)

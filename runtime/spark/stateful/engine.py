@@ -34,8 +34,8 @@ from streamapp.runtime.spark import checkpoints
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
-    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "input_rows",
-    "run", "run_by_task", "task_key", "with_task_key",
+    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "hash_task",
+    "input_rows", "run", "run_by_task", "task_key", "with_task_key",
 ]  # fmt: skip
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
@@ -100,6 +100,12 @@ def run(df: DataFrame, group: str, step: Step, output_schema: str) -> DataFrame:
         outputMode="append",
         timeMode="None",
     )
+
+
+def hash_task(column: str, tasks: int) -> Column:
+    """The task of a record regrouped by ``column`` (its key, after a key change): the column's
+    hash modulo the tasks, where Kafka Streams would write it to its repartition topic."""
+    return F.pmod(F.hash(column), F.lit(tasks)).cast("int")
 
 
 #: The column :func:`with_task_key` adds: what a step grouped by task is grouped by.

@@ -164,7 +164,7 @@ def foreign_key_join(
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         (F.coalesce(F.col("offset"), F.lit(0)) * 2).cast("bigint").alias("offset"),
     ).where(F.col("fk").isNotNull())
-    union = lefts.unionByName(rights).withColumn("task", F.pmod(F.hash("fk"), F.lit(tasks)).cast("int"))
+    union = lefts.unionByName(rights).withColumn("task", engine.hash_task("fk", tasks))
     processor = fk_join_logic.ForeignKeyJoin(left_join=left_join)
 
     def subscribe(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
@@ -193,7 +193,7 @@ def foreign_key_join(
         "task",
         subscribe,
         f"key {pk_type}, ver bigint, left {lv_type}, right {rv_type}, ts bigint, seq bigint",
-    ).withColumn("task", F.pmod(F.hash("key"), F.lit(tasks)).cast("int"))
+    ).withColumn("task", engine.hash_task("key", tasks))
 
     def results(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         rows = zip(

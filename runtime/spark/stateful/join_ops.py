@@ -96,9 +96,7 @@ def pairs(
         _tagged(1, right.frame, key_type, lv, rv, topic=on)
     )
     task: Column = (
-        F.col("partition")
-        if left.partitioned and right.partitioned
-        else F.pmod(F.hash("key"), F.lit(tasks)).cast("int")
+        F.col("partition") if left.partitioned and right.partitioned else engine.hash_task("key", tasks)
     )
     union = union.withColumn("task", task)
     processor = _processor(kind, how, windows)

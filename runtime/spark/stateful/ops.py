@@ -135,7 +135,7 @@ def windowed_aggregate(
     if tasks is not None:
         # Kafka Streams' repartition topic after a key change: all records of a key in one task
         # (one stream time); the source partition stays in `sub` for the arrival order.
-        rows = rows.withColumn("partition", F.pmod(F.hash("key"), F.lit(tasks)).cast("int"))
+        rows = rows.withColumn("partition", engine.hash_task("key", tasks))
 
     schema = (
         f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
