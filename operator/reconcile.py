@@ -337,7 +337,7 @@ def _reconcile(
     app = models.StreamApp.model_validate(
         validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
     )
-    held = _state(app)
+    held = _state(app, previous.get("state"))
     if incompatible := _incompatible(previous.get("state"), held):
         return _refuse(
             ref, incompatible, "IncompatibleState", generation=generation, previous=previous, cluster=cluster,
@@ -359,7 +359,7 @@ def _reconcile(
         app, plan = back, back.spec.deployment or deployment.Deployment()
         executors, autoscaled = _size(plan, partitions, standing, previous, cluster, ref, now, events)
         wanted = desired.render(ref=ref, app=app, executors=executors, options=options, credentials=digest)
-        held = _state(app)
+        held = _state(app, previous.get("state"))
 
     for obj in wanted.support:
         cluster.apply(obj)
@@ -651,12 +651,20 @@ def _say_rolled_back(new: dict[str, Any], message: str) -> None:
     new["message"] = message
 
 
-def _state(app: models.StreamApp) -> dict[str, Any]:
-    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint."""
+def _state(app: models.StreamApp, recorded: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint.
+    ``recorded`` (the running revision's, from the status) on the same checkpoint says which
+    windowed aggregations stay on the Python engine that wrote their state, as the driver decides
+    from its checkpoint's record."""
+    topology = manifest.build_topology(app)
+    checkpoint = desired.checkpoint(app.spec)
+    before = None
+    if recorded and recorded.get("checkpoint") == checkpoint and recorded.get("version") == state.VERSION:
+        before = recorded.get("steps")
     return {
-        "checkpoint": desired.checkpoint(app.spec),
+        "checkpoint": checkpoint,
         "version": state.VERSION,
-        "steps": state.fingerprint(manifest.build_topology(app)),
+        "steps": state.fingerprint(topology, kept=state.kept_on_engine(topology, before)),
     }
 
 

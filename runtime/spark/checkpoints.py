@@ -40,7 +40,17 @@ from streamapp.runtime.topology import state
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FILE", "TASKS_CONF", "TASK_KEYS_CONF", "read_record", "state_partitions", "tasks"]
+__all__ = [
+    "ENGINE_WINDOWS_CONF",
+    "FILE",
+    "TASKS_CONF",
+    "TASK_KEYS_CONF",
+    "engine_windows",
+    "read_record",
+    "recorded_steps",
+    "state_partitions",
+    "tasks",
+]
 
 FILE = "streamapp.json"
 
@@ -56,11 +66,30 @@ SPREAD, BY_TASK = "spread", "task"
 #: The session conf that holds the checkpoint's task count (see the module's description).
 TASKS_CONF = "streamapp.tasks"
 
+#: The session conf naming the windowed aggregations (comma-separated node names) whose state the
+#: checkpoint's Python engine wrote, though the JVM would run them today: they stay on the engine
+#: (:func:`streamapp.runtime.topology.state.kept_on_engine`).
+ENGINE_WINDOWS_CONF = "streamapp.engineWindows"
+
 
 def tasks(spark: SparkSession) -> int:
     """The tasks a step groups re-keyed records into: the checkpoint's (set by
     :func:`state_partitions`), else, for a plan compiled without one, the state partitions."""
     return int(spark.conf.get(TASKS_CONF, None) or spark.conf.get("spark.sql.shuffle.partitions") or "1")
+
+
+def engine_windows(spark: SparkSession) -> frozenset[str]:
+    """The windowed aggregations kept on the Python engine (set by the driver before it compiles)."""
+    names = spark.conf.get(ENGINE_WINDOWS_CONF, None) or ""
+    return frozenset(n for n in names.split(",") if n)
+
+
+def recorded_steps(spark: SparkSession, checkpoint: str) -> list[dict[str, Any]] | None:
+    """The stateful steps recorded with ``checkpoint`` (its fingerprint); None without one (a new
+    checkpoint, or one recorded in another fingerprint version)."""
+    record = read_record(spark, checkpoint)
+    recorded = (record or {}).get("state") or {}
+    return recorded.get("steps") if recorded.get("version") == state.VERSION else None
 
 
 def _record_file(spark: SparkSession, checkpoint: str) -> tuple[Any, Any]:

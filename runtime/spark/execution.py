@@ -371,6 +371,9 @@ def start(
         # Kafka Streams' tasks: one per partition of the (largest) input, global tables aside.
         tasks = max((n for t, n in (input_partitions or {}).items() if t not in global_topics), default=1)
         slots = local_slots(spark.sparkContext.master)
+        # Windowed aggregations whose state the checkpoint's Python engine wrote stay there.
+        kept = state.kept_on_engine(topology, checkpoints.recorded_steps(spark, checkpoint))
+        spark.conf.set(checkpoints.ENGINE_WINDOWS_CONF, ",".join(sorted(kept)))
         partitions = checkpoints.state_partitions(
             spark,
             checkpoint,
@@ -378,7 +381,7 @@ def start(
             # Locally, a state partition per task slot at most: each costs every micro-batch time.
             default=tasks if slots is None else min(tasks, slots),
             tasks=tasks,
-            steps=state.fingerprint(topology),
+            steps=state.fingerprint(topology, kept=kept),
         )
         # The real-time trigger accepts no observations (it never ends a batch to report them).
         counting = count and topology.trigger()[0] != "real-time" and trigger != "real-time"

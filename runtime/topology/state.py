@@ -28,7 +28,15 @@ from typing import Any
 from streamapp.runtime.topology import graph, join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
-__all__ = ["VERSION", "changes", "fingerprint", "needs_engine", "source_topics", "windows_on_jvm"]
+__all__ = [
+    "VERSION",
+    "changes",
+    "fingerprint",
+    "kept_on_engine",
+    "needs_engine",
+    "source_topics",
+    "windows_on_jvm",
+]
 
 #: Bumped when what a fingerprint holds changes: a record of another version is rewritten, not compared.
 VERSION = 1
@@ -55,18 +63,23 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
     return False
 
 
-def windows_on_jvm(topology: graph.Topology, node: nd.Node) -> bool:
+def windows_on_jvm(topology: graph.Topology, node: nd.Node, kept: frozenset[str] = frozenset()) -> bool:
     """Whether a windowed aggregation runs on the JVM, with its state per key and window
-    (``TimeWindowAggregation.java``) rather than in the Python engine: tumbling and hopping
-    windows with a declarative aggregator (count, sum, min, max, avg, latest, collect_list) over
-    one input topic or after a key change. Merges of several topics into one task (their records
-    held back by the merge frontier), sliding windows, sessions and user functions stay in Python.
-    The compiler and the fingerprint decide with this one rule: the two keep different state."""
-    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None:
+    (``TimeWindowAggregation.java``, ``SessionWindowAggregation.java``) rather than in the Python
+    engine: tumbling, hopping and session windows with a declarative aggregator (count, sum, min,
+    max, avg, latest; collect_list too, except for sessions, whose merge would have to order the
+    merged lists' values by timestamp) over one input topic or after a key change. Merges of
+    several topics into one task (their records held back by the merge frontier), sliding windows
+    and user functions stay in Python. The compiler and the fingerprint decide with this one rule:
+    the two keep different state (an existing checkpoint keeps the engine it was written by:
+    :func:`kept_on_engine`, the names in ``kept``)."""
+    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None or node.name in kept:
         return False
-    if node.windows.kind not in ("tumbling", "hopping"):
+    if node.windows.kind not in ("tumbling", "hopping", "session"):
         return False
-    if isinstance(node, nd.Aggregate) and node.fn is None:
+    if isinstance(node, nd.Aggregate) and (
+        node.fn is None or (node.windows.kind == "session" and node.fn == "collect_list")
+    ):
         return False
     if topology.kind(node.parents[0]) == graph.GROUPED_TABLE:
         return False
@@ -143,15 +156,17 @@ def _aggregator(topology: graph.Topology, node: nd.Node) -> str:
     return f"cogroup of {len(node.adders)} streams returning {node.returns}"
 
 
-def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool) -> str:
+def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool, kept: frozenset[str]) -> str:
     """Whose state an aggregation keeps: the JVM's, the Python engine's or Spark's own."""
     assert isinstance(node, _AGGREGATIONS)
-    if windows_on_jvm(topology, node):
+    if windows_on_jvm(topology, node, kept):
         return "jvm"
     return "engine" if engine or node.windows is not None else "spark"
 
 
-def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str) -> dict[str, str]:
+def _aggregation(
+    topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str, kept: frozenset[str]
+) -> dict[str, str]:
     assert isinstance(node, _AGGREGATIONS)
     grouped = topology.node(node.parents[0])
     if topology.kind(grouped.name) == graph.GROUPED_TABLE:
@@ -162,7 +177,7 @@ def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit:
         grouping = "key"
     return {
         "operation": "aggregation",
-        "implementation": _implementation(topology, node, engine=engine),
+        "implementation": _implementation(topology, node, engine=engine, kept=kept),
         "aggregator": _aggregator(topology, node),
         "windows": _windows(node.windows),
         "emit": emit,
@@ -171,7 +186,9 @@ def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit:
     }
 
 
-def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, str] | None:
+def _step(
+    topology: graph.Topology, node: nd.Node, engine: bool, kept: frozenset[str]
+) -> dict[str, str] | None:
     """The state shape of one node; None when it keeps none."""
     if isinstance(node, join_nodes.GlobalTableSource):
         return None  # held by the joins that look it up (their step)
@@ -179,9 +196,9 @@ def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, st
         return {"operation": "table", "key": _key(topology, node), "value": _source_values(topology, node)}
     if isinstance(node, nd.Suppress):
         aggregation = topology.node(node.parents[0])
-        return _aggregation(topology, aggregation, engine=True, emit="final")
+        return _aggregation(topology, aggregation, engine=True, emit="final", kept=kept)
     if isinstance(node, _AGGREGATIONS):
-        return _aggregation(topology, node, engine=engine, emit=node.emit)
+        return _aggregation(topology, node, engine=engine, emit=node.emit, kept=kept)
     if isinstance(node, join_nodes.JoinNode):
         kind = topology.join_kind(node)
         windows = node.windows
@@ -206,9 +223,10 @@ def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, st
     return None
 
 
-def fingerprint(topology: graph.Topology) -> list[dict[str, Any]]:
+def fingerprint(topology: graph.Topology, *, kept: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The stateful steps of the compiled plan, in order: ``{"node", "path", "shape"}`` each,
-    where ``shape`` (what is compared) maps a property to a readable value."""
+    where ``shape`` (what is compared) maps a property to a readable value. ``kept``: the
+    windowed aggregations that stay on the Python engine (:func:`kept_on_engine`)."""
     live = _reaches_output(topology)
     engine = any(needs_engine(topology, n) for n in topology.nodes)
     out: list[dict[str, Any]] = []
@@ -219,10 +237,32 @@ def fingerprint(topology: graph.Topology) -> list[dict[str, Any]]:
             isinstance(c, nd.Suppress) for c in topology.children(node.name) if c.name in live
         ):
             continue  # a suppress runs its aggregation itself (its step)
-        shape = _step(topology, node, engine)
+        shape = _step(topology, node, engine, kept)
         if shape is not None:
             out.append({"node": node.name, "path": node.path, "shape": shape})
     return out
+
+
+def kept_on_engine(topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
+    """The windowed aggregations :func:`windows_on_jvm` would run on the JVM whose ``recorded``
+    step (the checkpoint's fingerprint, or the running revision's in the status; steps match by
+    position, as Spark finds operator state) says the Python engine wrote their state. They stay on
+    the engine, which runs every window kind: a checkpoint written before a window kind moved to
+    the JVM resumes where it was, rather than being refused (or misread). A reset (a fresh
+    checkpoint) moves them."""
+    today = fingerprint(topology)
+    if not recorded or len(recorded) != len(today):
+        return frozenset()  # nothing recorded, or another plan (refused by :func:`changes`)
+    kept = set()
+    for old, new in zip(recorded, today, strict=True):
+        if (old.get("shape") or {}).get("implementation") != "engine" or new["shape"].get(
+            "implementation"
+        ) != "jvm":
+            continue
+        node = topology.node(new["node"])
+        # A suppress is its aggregation's step (it runs the aggregation itself).
+        kept.add(node.parents[0] if isinstance(node, nd.Suppress) else node.name)
+    return frozenset(kept)
 
 
 def _where(step: Mapping[str, Any]) -> str:

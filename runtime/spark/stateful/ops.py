@@ -142,7 +142,12 @@ def windowed_aggregate(
         f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
     )
     if jvm:
-        if merged is not None or aggregator.name is None or spec.kind not in ("tumbling", "hopping"):
+        if (
+            merged is not None
+            or aggregator.name is None
+            or spec.kind not in ("tumbling", "hopping", "session")
+            or (spec.kind == "session" and aggregator.name == "collect_list")
+        ):
             raise ValueError(f"a {spec.kind} window aggregation with this aggregator does not run on the JVM")
         if late_counter is not None and not isinstance(late_counter, JvmCounter):
             raise TypeError("the JVM aggregation counts late records in a JvmCounter")
@@ -213,21 +218,21 @@ def _on_jvm(
     schema: str,
     late_counter: JvmCounter | None,
 ) -> DataFrame:
-    """``TimeWindowAggregation.java`` over the rows (state per key and window, grouped by task)."""
+    """``TimeWindowAggregation.java`` (state per key and window) or, for sessions,
+    ``SessionWindowAggregation.java`` (state per key) over the rows, grouped by task."""
     spark = rows.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None and aggregator.name is not None
-    jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
-        engine.with_task_key(rows, "partition")._jdf,
-        spec.size,
-        spec.advance,
-        spec.grace,
-        emit,
-        aggregator.name,
-        rows.schema["value"].dataType.json(),
-        schema,
-        late_counter.jvm if late_counter is not None else None,
-    )
+    keyed = engine.with_task_key(rows, "partition")._jdf
+    value_type = rows.schema["value"].dataType.json()
+    late = late_counter.jvm if late_counter is not None else None
+    tail = (emit, aggregator.name, value_type, schema, late)
+    if spec.kind == "session":
+        jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
+    else:
+        jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
+            keyed, spec.size, spec.advance, spec.grace, *tail
+        )
     return DataFrame(jdf, spark)
 
 

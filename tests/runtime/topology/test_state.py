@@ -188,6 +188,12 @@ def test_time_windows_with_a_declarative_aggregator_keep_their_state_on_the_jvm(
         gap = SessionWindows.of_inactivity_gap_and_grace("1m", "10s")
         b.stream("in").group_by_key().windowed_by(gap).count().to_stream().to("o")
 
+    def session_lists(b: StreamsBuilder) -> None:
+        gap = SessionWindows.of_inactivity_gap_and_grace("1m", "10s")
+        b.stream("in").group_by_key().windowed_by(gap).aggregate("collect_list", "value").to_stream().to("o")
+
+    assert implementation(sessions) == ["jvm"]
+
     def merged(b: StreamsBuilder) -> None:
         windows = TimeWindows.of_size_and_grace("1m", "10s")
         b.stream("in").merge(b.stream("in2")).group_by_key().windowed_by(windows).count().to_stream().to("o")
@@ -198,7 +204,31 @@ def test_time_windows_with_a_declarative_aggregator_keep_their_state_on_the_jvm(
         adder = Function("builtins:max")
         grouped.aggregate(Function("builtins:int"), adder, returns="bigint").to_stream().to("o")
 
-    # Sessions, a merge of two topics (the merge frontier) and Python functions stay in Python.
-    assert implementation(sessions) == implementation(merged) == implementation(python_adder) == ["engine"]
+    # A merge of two topics (the merge frontier), Python functions and a session's collect_list
+    # (a merge would order values by timestamp) stay in Python.
+    assert (
+        implementation(merged) == implementation(python_adder) == implementation(session_lists) == ["engine"]
+    )
     found = state.changes(state.fingerprint(_build(python_adder)), state.fingerprint(_build(_per_minute)))
     assert found and "implementation was 'engine', now 'jvm'" in found[0]
+
+
+def _sessions(b: StreamsBuilder, *, suppress: bool = False) -> None:
+    gap = SessionWindows.of_inactivity_gap_and_grace("1m", "10s")
+    counts = b.stream("in").group_by_key().windowed_by(gap).count()
+    (counts.suppress() if suppress else counts).to_stream().to("o")
+
+
+@pytest.mark.parametrize("suppress", [False, True])
+def test_a_checkpoint_the_python_engine_wrote_keeps_its_windows_there(suppress: bool) -> None:
+    topology = _build(lambda b: _sessions(b, suppress=suppress))
+    today = state.fingerprint(topology)
+    assert [s["shape"]["implementation"] for s in today] == ["jvm"]
+    # What a StreamApp from before sessions ran on the JVM recorded for the same topology.
+    recorded = [{**s, "shape": {**s["shape"], "implementation": "engine"}} for s in today]
+    kept = state.kept_on_engine(topology, recorded)
+    assert len(kept) == 1  # the aggregation (under a suppress too: its step is the suppress's)
+    assert state.changes(recorded, state.fingerprint(topology, kept=kept)) == []
+    # A checkpoint the JVM wrote, or none, keeps nothing on the engine.
+    assert state.kept_on_engine(topology, today) == state.kept_on_engine(topology, None) == frozenset()
+    assert state.changes(recorded, today)  # without keeping it, the engine's state would be refused

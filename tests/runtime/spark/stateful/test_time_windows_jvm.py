@@ -1,6 +1,7 @@
-"""The JVM's tumbling/hopping aggregation (state per key and window) against the Python engine.
+"""The JVM's windowed aggregations (state per key and window) against the Python engine.
 
-``TimeWindowAggregation.java`` must give exactly what ``windows.py`` gives — the engine whose
+``TimeWindowAggregation.java`` (tumbling, hopping) and ``SessionWindowAggregation.java`` must give
+exactly what ``windows.py`` gives — the engine whose
 semantics the conformance suite checks against Kafka Streams — for every declarative aggregator,
 both emit modes, out-of-order records around every grace limit, several input partitions, a key
 change (tasks fed by several partitions: the arrival-order merge), whatever the micro-batch
@@ -75,6 +76,10 @@ def _run(
         (("sum", "avg", "min", "max", "latest", "collect_list"), "hopping", "final", 2, "spread"),
         # A checkpoint whose state is keyed by task number (created before the spread keys).
         (("count",), "tumbling", "updates", None, "task"),
+        (("count",), "session", "updates", None, "spread"),
+        (("sum", "avg", "min", "max", "latest"), "session", "final", 2, "spread"),
+        (("count", "latest"), "session", "final", None, "spread"),
+        (("sum", "max"), "session", "updates", 2, "spread"),
     ],
 )
 def test_the_jvm_gives_the_python_engines_rows_for_every_declarative_aggregator(
@@ -92,13 +97,19 @@ def test_the_jvm_gives_the_python_engines_rows_for_every_declarative_aggregator(
 def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None) -> None:
     from streamapp.runtime.spark.stateful.windows import Windows
 
-    spec = (
-        Windows.tumbling(20 * S, grace=10 * S)
-        if kind == "tumbling"
-        else Windows.hopping(20 * S, 8 * S, 10 * S)
-    )
-    records = _records(seed=zlib.crc32(f"{kind} {emit}".encode()))
+    spec = {
+        "tumbling": Windows.tumbling(20 * S, grace=10 * S),
+        "hopping": Windows.hopping(20 * S, 8 * S, 10 * S),
+        # Records 5-40 s back merge sessions, fall within grace or are late; sessions end and are
+        # forgotten (kept 10 + 2 * 8 s) many times over the records' 3 minutes.
+        "session": Windows.session(8 * S, grace=10 * S),
+    }[kind]
+    seed = f"{kind} {emit}" + (f" {functions}" if kind == "session" else "")
+    records = _records(seed=zlib.crc32(seed.encode()))
     split = [17] * 7 + [1]  # state carried over 8 micro-batches
+    if kind == "session":
+        # A batch whose stream time moves past the ring of session ends (its buckets wrap).
+        split = [17] * 3 + [60, 9]
     python, late_python = _run(
         harness, records, split, functions, jvm=False, spec=spec, emit=emit, tasks=tasks
     )
@@ -107,3 +118,30 @@ def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str,
     assert late_jvm == late_python > 0
     emitted = {r[1] for r in python if r[2] == ("final" if emit == "final" else "update")}
     assert emitted == set(functions)
+    if kind == "session" and emit == "updates":
+        assert any(r[2] == "update" and r[6] is None for r in python)  # merged sessions' tombstones
+
+
+@pytest.mark.parametrize("split", [[4], [2, 2], [1, 1, 1, 1]])
+def test_a_session_closed_and_then_merged_is_emitted_once_whatever_the_batches(
+    harness: Harness, split: list[int]
+) -> None:
+    """Emit final per record: b's record closes a's session (stream time 19 s passes its end 0 +
+    grace 10 s + gap 8 s), a's out-of-order record at 5 s is still in time and merges the closed
+    session into [0, 5] (a closed session is kept for merging: Kafka Streams' store retention).
+    Both sessions are emitted, the first once, wherever the micro-batches end."""
+    from streamapp.runtime.spark.stateful.windows import Windows
+
+    records = [
+        ("a", "x", T0, 0),
+        ("b", "x", T0 + 19 * S, 0),
+        ("a", "x", T0 + 5 * S, 0),
+        ("c", "x", T0 + 60 * S, 0),
+    ]
+    spec = Windows.session(8 * S, grace=10 * S)
+    rows = {}
+    for jvm in (False, True):
+        out, _ = _run(harness, records, split, ("count",), jvm=jvm, spec=spec, emit="final", tasks=None)
+        rows[jvm] = [(r[3], r[4], r[5], r[6]) for r in out if r[2] == "final"]  # key, start, end, count
+    assert sorted(rows[False]) == [("a", 0, 0, "1"), ("a", 0, 5 * S, "2"), ("b", 19 * S, 19 * S, "1")]
+    assert rows[True] == rows[False]

@@ -164,7 +164,7 @@ public final class TimeWindowAggregation {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
-      List<Row> batch = arrivalOrder(CollectionConverters.asJava(input), spec);
+      List<Row> batch = arrivalOrder(CollectionConverters.asJava(input), spec.sub, spec.offset, spec.ts);
       Row saved = task.exists() ? task.get() : null;
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
       TreeSet<Long> open = new TreeSet<>();
@@ -315,18 +315,18 @@ public final class TimeWindowAggregation {
    * next always the partition whose head record has the lowest timestamp (ties: the lower source
    * id), as {@code engine.arrival_order} does.
    */
-  static List<Row> arrivalOrder(Iterator<Row> input, Spec spec) {
+  static List<Row> arrivalOrder(Iterator<Row> input, int sub, int offset, int ts) {
     List<Row> rows = new ArrayList<>();
     input.forEachRemaining(rows::add);
     rows.sort(
-        Comparator.<Row>comparingLong(r -> r.getLong(spec.sub)).thenComparingLong(r -> r.getLong(spec.offset)));
-    if (rows.isEmpty() || rows.get(0).getLong(spec.sub) == rows.get(rows.size() - 1).getLong(spec.sub)) {
+        Comparator.<Row>comparingLong(r -> r.getLong(sub)).thenComparingLong(r -> r.getLong(offset)));
+    if (rows.isEmpty() || rows.get(0).getLong(sub) == rows.get(rows.size() - 1).getLong(sub)) {
       return rows;
     }
     List<int[]> runs = new ArrayList<>();
     int begin = 0;
     for (int i = 1; i <= rows.size(); i++) {
-      if (i == rows.size() || rows.get(i).getLong(spec.sub) != rows.get(i - 1).getLong(spec.sub)) {
+      if (i == rows.size() || rows.get(i).getLong(sub) != rows.get(i - 1).getLong(sub)) {
         runs.add(new int[] {begin, i});
         begin = i;
       }
@@ -337,7 +337,7 @@ public final class TimeWindowAggregation {
             Comparator.<long[]>comparingLong(h -> h[0]).thenComparingLong(h -> h[1]).thenComparingLong(h -> h[2]));
     for (int[] run : runs) {
       Row head = rows.get(run[0]);
-      heads.add(new long[] {head.getLong(spec.ts), head.getLong(spec.sub), run[0], run[1]});
+      heads.add(new long[] {head.getLong(ts), head.getLong(sub), run[0], run[1]});
     }
     List<Row> ordered = new ArrayList<>(rows.size());
     while (!heads.isEmpty()) {
@@ -346,7 +346,7 @@ public final class TimeWindowAggregation {
       ordered.add(rows.get(i));
       if (i + 1 < h[3]) {
         Row next = rows.get(i + 1);
-        heads.add(new long[] {next.getLong(spec.ts), h[1], i + 1, h[3]});
+        heads.add(new long[] {next.getLong(ts), h[1], i + 1, h[3]});
       }
     }
     return ordered;
@@ -365,6 +365,13 @@ public final class TimeWindowAggregation {
     abstract void add(Object[] slot, Object value, long ts);
 
     abstract Object result(Object[] slot);
+
+    /**
+     * Fold another aggregate of the same kind into {@code slot} (a session merge, as Kafka
+     * Streams' session merger): the result is the fold of both aggregates' records when their
+     * records are disjoint in time. The max-timestamp slot is left to the caller.
+     */
+    abstract void merge(Object[] slot, Object[] other);
 
     Object[] load(Row stored) {
       Object[] slot = new Object[stored.size()];
@@ -416,6 +423,10 @@ public final class TimeWindowAggregation {
       slot[0] = (Long) slot[0] + 1;
     }
 
+    void merge(Object[] slot, Object[] other) {
+      slot[0] = (Long) slot[0] + (Long) other[0];
+    }
+
     Object result(Object[] slot) {
       return slot[0];
     }
@@ -436,6 +447,10 @@ public final class TimeWindowAggregation {
       }
     }
 
+    void merge(Object[] slot, Object[] other) {
+      slot[0] = (Long) slot[0] + (Long) other[0];
+    }
+
     Object result(Object[] slot) {
       return slot[0];
     }
@@ -454,6 +469,10 @@ public final class TimeWindowAggregation {
       if (value != null) {
         slot[0] = (Double) slot[0] + ((Number) value).doubleValue();
       }
+    }
+
+    void merge(Object[] slot, Object[] other) {
+      slot[0] = (Double) slot[0] + (Double) other[0];
     }
 
     Object result(Object[] slot) {
@@ -477,6 +496,11 @@ public final class TimeWindowAggregation {
         slot[0] = (Double) slot[0] + ((Number) value).doubleValue();
         slot[1] = (Long) slot[1] + 1;
       }
+    }
+
+    void merge(Object[] slot, Object[] other) {
+      slot[0] = (Double) slot[0] + (Double) other[0];
+      slot[1] = (Long) slot[1] + (Long) other[1];
     }
 
     Object result(Object[] slot) {
@@ -521,6 +545,10 @@ public final class TimeWindowAggregation {
       }
     }
 
+    void merge(Object[] slot, Object[] other) {
+      add(slot, other[0], 0L);
+    }
+
     Object result(Object[] slot) {
       return slot[0];
     }
@@ -551,6 +579,14 @@ public final class TimeWindowAggregation {
       }
     }
 
+    void merge(Object[] slot, Object[] other) {
+      // Merged sessions are disjoint in time: no tie between their newest records.
+      if (other[0] != null && (slot[0] == null || (Long) other[0] > (Long) slot[0])) {
+        slot[0] = other[0];
+        slot[1] = other[1];
+      }
+    }
+
     Object result(Object[] slot) {
       return slot[1];
     }
@@ -578,6 +614,11 @@ public final class TimeWindowAggregation {
         list.add(value);
         slot[0] = seq(list);
       }
+    }
+
+    void merge(Object[] slot, Object[] other) {
+      // The fold orders a session's values by timestamp; merged lists would need each value's.
+      throw new UnsupportedOperationException("collect_list sessions run on the Python engine");
     }
 
     Object result(Object[] slot) {
