@@ -65,17 +65,15 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
 
 def windows_on_jvm(topology: graph.Topology, node: nd.Node, kept: frozenset[str] = frozenset()) -> bool:
     """Whether a windowed aggregation runs on the JVM, with its state per key and window
-    (``TimeWindowAggregation.java``, ``SessionWindowAggregation.java``) rather than in the Python
-    engine: tumbling, hopping and session windows with a declarative aggregator (count, sum, min,
-    max, avg, latest; collect_list too, except for sessions, whose merge would have to order the
-    merged lists' values by timestamp) over one input topic or after a key change. Merges of
-    several topics into one task (their records held back by the merge frontier), sliding windows
-    and user functions stay in Python. The compiler and the fingerprint decide with this one rule:
-    the two keep different state (an existing checkpoint keeps the engine it was written by:
-    :func:`kept_on_engine`, the names in ``kept``)."""
+    (``TimeWindowAggregation.java``, ``SlidingWindowAggregation.java``,
+    ``SessionWindowAggregation.java``) rather than in the Python engine: every window kind with a
+    declarative aggregator (count, sum, min, max, avg, latest; collect_list too, except for
+    sessions, whose merge would have to order the merged lists' values by timestamp) over one
+    input topic or after a key change. Merges of several topics into one task (their records held
+    back by the merge frontier) and user functions stay in Python. The compiler and the
+    fingerprint decide with this one rule: the two keep different state (an existing checkpoint
+    keeps the engine it was written by: :func:`kept_on_engine`, the names in ``kept``)."""
     if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None or node.name in kept:
-        return False
-    if node.windows.kind not in ("tumbling", "hopping", "session"):
         return False
     if isinstance(node, nd.Aggregate) and (
         node.fn is None or (node.windows.kind == "session" and node.fn == "collect_list")

@@ -5,10 +5,10 @@ it matters — lateness is decided per micro-batch by the watermark (so results 
 boundaries), session windows refuse update mode, aggregators cannot be Python functions with
 subtractors. Here every stateful step is a pure-Python fold (:mod:`.aggregation`,
 :mod:`.windows`) run over Spark state by :mod:`.engine`; :mod:`.ops` holds what the compiler
-calls for each DSL operation. Tumbling, hopping and session windows with a declarative
-aggregator run the same semantics on the JVM instead (``jvm/io/streamapp/spark/``
-``TimeWindowAggregation.java``, ``SessionWindowAggregation.java``), with state per key and window
-rather than a task's windows in one value
+calls for each DSL operation. Windows of every kind with a declarative aggregator run the same
+semantics on the JVM instead (``jvm/io/streamapp/spark/``: ``TimeWindowAggregation.java``,
+``SlidingWindowAggregation.java``, ``SessionWindowAggregation.java``), with state per key and
+window rather than a task's windows in one value
 (:func:`streamapp.runtime.topology.state.windows_on_jvm` decides).
 
 **Windowed keys on Kafka**: a windowed result's key is the struct ``<key, start, end>`` in the

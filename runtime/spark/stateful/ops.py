@@ -145,7 +145,6 @@ def windowed_aggregate(
         if (
             merged is not None
             or aggregator.name is None
-            or spec.kind not in ("tumbling", "hopping", "session")
             or (spec.kind == "session" and aggregator.name == "collect_list")
         ):
             raise ValueError(f"a {spec.kind} window aggregation with this aggregator does not run on the JVM")
@@ -218,8 +217,8 @@ def _on_jvm(
     schema: str,
     late_counter: JvmCounter | None,
 ) -> DataFrame:
-    """``TimeWindowAggregation.java`` (state per key and window) or, for sessions,
-    ``SessionWindowAggregation.java`` (state per key) over the rows, grouped by task."""
+    """``TimeWindowAggregation.java`` (state per key and window), ``SlidingWindowAggregation.java``
+    or ``SessionWindowAggregation.java`` (state per key) over the rows, grouped by task."""
     spark = rows.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None and aggregator.name is not None
@@ -229,6 +228,8 @@ def _on_jvm(
     tail = (emit, aggregator.name, value_type, schema, late)
     if spec.kind == "session":
         jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
+    elif spec.kind == "sliding":
+        jdf = jvm.io.streamapp.spark.SlidingWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
     else:
         jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
             keyed, spec.size, spec.advance, spec.grace, *tail

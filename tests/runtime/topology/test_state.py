@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from streamapp.runtime import Function, Processor, ProcessorContext, Serdes, StreamsBuilder, serdes
-from streamapp.runtime.topology import SessionWindows, TimeWindows, graph, state
+from streamapp.runtime.topology import SessionWindows, SlidingWindows, TimeWindows, graph, state
 
 Edit = Callable[[StreamsBuilder], None]
 
@@ -192,7 +192,11 @@ def test_time_windows_with_a_declarative_aggregator_keep_their_state_on_the_jvm(
         gap = SessionWindows.of_inactivity_gap_and_grace("1m", "10s")
         b.stream("in").group_by_key().windowed_by(gap).aggregate("collect_list", "value").to_stream().to("o")
 
-    assert implementation(sessions) == ["jvm"]
+    def sliding(b: StreamsBuilder) -> None:
+        windows = SlidingWindows.of_time_difference_and_grace("1m", "10s")
+        b.stream("in").group_by_key().windowed_by(windows).aggregate("max", "value").to_stream().to("o")
+
+    assert implementation(sessions) == implementation(sliding) == ["jvm"]
 
     def merged(b: StreamsBuilder) -> None:
         windows = TimeWindows.of_size_and_grace("1m", "10s")

@@ -1,7 +1,7 @@
 """The JVM's windowed aggregations (state per key and window) against the Python engine.
 
-``TimeWindowAggregation.java`` (tumbling, hopping) and ``SessionWindowAggregation.java`` must give
-exactly what ``windows.py`` gives — the engine whose
+``TimeWindowAggregation.java`` (tumbling, hopping), ``SlidingWindowAggregation.java`` and
+``SessionWindowAggregation.java`` must give exactly what ``windows.py`` gives — the engine whose
 semantics the conformance suite checks against Kafka Streams — for every declarative aggregator,
 both emit modes, out-of-order records around every grace limit, several input partitions, a key
 change (tasks fed by several partitions: the arrival-order merge), whatever the micro-batch
@@ -80,6 +80,9 @@ def _run(
         (("sum", "avg", "min", "max", "latest"), "session", "final", 2, "spread"),
         (("count", "latest"), "session", "final", None, "spread"),
         (("sum", "max"), "session", "updates", 2, "spread"),
+        (("count",), "sliding", "updates", None, "spread"),
+        (("sum", "avg", "min", "max", "latest", "collect_list"), "sliding", "final", 2, "spread"),
+        (("count", "collect_list"), "sliding", "updates", 2, "spread"),
     ],
 )
 def test_the_jvm_gives_the_python_engines_rows_for_every_declarative_aggregator(
@@ -103,12 +106,15 @@ def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str,
         # Records 5-40 s back merge sessions, fall within grace or are late; sessions end and are
         # forgotten (kept 10 + 2 * 8 s) many times over the records' 3 minutes.
         "session": Windows.session(8 * S, grace=10 * S),
+        # Windows found for 2 * 10 + 5 s of starts, closed 15 s after their start.
+        "sliding": Windows.sliding(10 * S, grace=5 * S),
     }[kind]
-    seed = f"{kind} {emit}" + (f" {functions}" if kind == "session" else "")
+    seed = f"{kind} {emit}" + (f" {functions}" if kind in ("session", "sliding") else "")
     records = _records(seed=zlib.crc32(seed.encode()))
     split = [17] * 7 + [1]  # state carried over 8 micro-batches
-    if kind == "session":
-        # A batch whose stream time moves past the ring of session ends (its buckets wrap).
+    if kind in ("session", "sliding"):
+        # A batch whose stream time moves past the ring of session ends or window starts (its
+        # buckets wrap).
         split = [17] * 3 + [60, 9]
     python, late_python = _run(
         harness, records, split, functions, jvm=False, spec=spec, emit=emit, tasks=tasks
@@ -145,3 +151,26 @@ def test_a_session_closed_and_then_merged_is_emitted_once_whatever_the_batches(
         rows[jvm] = [(r[3], r[4], r[5], r[6]) for r in out if r[2] == "final"]  # key, start, end, count
     assert sorted(rows[False]) == [("a", 0, 0, "1"), ("a", 0, 5 * S, "2"), ("b", 19 * S, 19 * S, "1")]
     assert rows[True] == rows[False]
+
+
+@pytest.mark.parametrize("split", [[4], [1, 1, 1, 1]])
+def test_a_sliding_window_beyond_the_tasks_retention_is_not_found(harness: Harness, split: list[int]) -> None:
+    """Kafka Streams finds a sliding window only while its start is within 2 d + grace of the
+    latest start the task wrote, whichever key wrote it: b's records move the latest start to 40 s,
+    so a's window [10, 20] is not found by a's record at 28 s, whose left window [18, 28] is then
+    new and already closed (one late contribution, not two: without the bound, the window before
+    it would also make a's previous record's right window [21, 31], closed as well)."""
+    from streamapp.runtime.spark.stateful.windows import Windows
+
+    records = [("a", "x", T0 + 20 * S, 0), ("b", "x", T0 + 39 * S, 0), ("b", "x", T0 + 40 * S, 0)]
+    records.append(("a", "x", T0 + 28 * S, 0))
+    spec = Windows.sliding(10 * S, grace=5 * S)
+    rows, late = {}, {}
+    for jvm in (False, True):
+        out, late[jvm] = _run(
+            harness, records, split, ("count",), jvm=jvm, spec=spec, emit="updates", tasks=None
+        )
+        rows[jvm] = [(r[2], r[3], r[4], r[5]) for r in out]  # kind, key, start, end
+    assert [r for r in rows[False] if r[0] == "late"] == [("late", "a", 18 * S, 28 * S)]
+    assert late[False] == 1
+    assert (rows[True], late[True]) == (rows[False], late[False])
