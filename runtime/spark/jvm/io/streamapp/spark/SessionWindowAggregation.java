@@ -1,24 +1,21 @@
 package io.streamapp.spark;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Set;
-import java.util.TreeSet;
+
+import io.streamapp.spark.KeyedWindows.Key;
+import io.streamapp.spark.KeyedWindows.Span;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.functions;
-import org.apache.spark.sql.streaming.ListState;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -28,7 +25,6 @@ import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
 
@@ -51,23 +47,16 @@ import scala.jdk.javaapi.CollectionConverters;
  * order Kafka Streams closes them (end, start, key) — also a session that closed before a later
  * record merged it, as closing per record would have emitted it.
  *
- * <p>Closing and forgetting sessions without reading the whole task: the task's keys are listed by
- * the time bucket of their sessions' ends, in a ring of {@value #RING} list states (bucket = end /
- * width, slot = bucket mod ring; the width makes the ring cover the time a session is kept, so a
- * slot mostly holds one bucket). A batch reads only the buckets whose sessions it may close or
- * forget; a listing left behind by a session that grew into another bucket is skipped by the
- * bounds check, and dropped when its bucket is forgotten.
+ * <p>Closing and forgetting sessions without reading the whole task: the keys are listed by the
+ * bucket of their sessions' ends in a {@link KeyedWindows.Ring}; a batch reads only the buckets
+ * whose sessions it may close or forget.
  */
 public final class SessionWindowAggregation {
   private SessionWindowAggregation() {}
 
-  /** List states in the ring of session ends. */
-  static final int RING = 8;
-
   /**
-   * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub, task_key)
-   * grouped by {@code task_key}; rows out as {@link TimeWindowAggregation#apply}'s, with a
-   * session's start and end (its first and last record's timestamps) as the window.
+   * The aggregation of {@code rows} by task ({@link KeyedWindows#byTask}), with a session's start
+   * and end (its first and last record's timestamps) as the window.
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows,
@@ -82,16 +71,10 @@ public final class SessionWindowAggregation {
       throw new IllegalArgumentException(
           "collect_list sessions run on the Python engine: a merge must order the values by timestamp");
     }
-    StructType input = rows.schema();
-    StructType output = StructType.fromDDL(outputSchema);
-    DataType keyType = input.apply("key").dataType();
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
-    Spec spec = new Spec(gap, grace, "final".equals(emit), aggregator, keyType, input);
-    return rows.groupBy(functions.coalesce(functions.col("task_key"), functions.lit(0)).as("value"))
-        .as(Encoders.INT(), Encoders.row(input))
-        .transformWithState(
-            new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
+    Spec spec = new Spec(gap, grace, "final".equals(emit), aggregator, rows.schema());
+    return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
   static final class Spec implements java.io.Serializable {
@@ -99,57 +82,22 @@ public final class SessionWindowAggregation {
     final long grace;
     final boolean emitFinal;
     final TimeWindowAggregation.Aggregator aggregator;
-    final StructType keyRow;
+    final KeyedWindows.Columns columns;
     final StructType sessions;
     /** Milliseconds of session end per bucket of the ring. */
     final long width;
-    final int key;
-    final int value;
-    final int ts;
-    final int partition;
-    final int offset;
-    final int sub;
 
     Spec(
-        long gap,
-        long grace,
-        boolean emitFinal,
-        TimeWindowAggregation.Aggregator aggregator,
-        DataType keyType,
-        StructType input) {
+        long gap, long grace, boolean emitFinal, TimeWindowAggregation.Aggregator aggregator, StructType input) {
       this.gap = gap;
       this.grace = grace;
       this.emitFinal = emitFinal;
       this.aggregator = aggregator;
-      this.keyRow = new StructType().add("key", keyType, true);
-      StructType session =
-          new StructType()
-              .add("start", DataTypes.LongType, false)
-              .add("end", DataTypes.LongType, false);
-      for (StructField f : aggregator.fields()) {
-        session = session.add(f);
-      }
-      session = session.add("max_ts", DataTypes.LongType, false);
-      this.sessions =
-          new StructType().add("sessions", DataTypes.createArrayType(session, false), false);
-      // Sessions are kept while their end is within grace + 2 gap of the stream time: that span
-      // in RING - 3 buckets, so the buckets alive after a batch fit the ring with room to spare.
-      long kept = grace + 2 * gap + 1;
-      this.width = Math.max(1L, (kept + RING - 4) / (RING - 3));
-      this.key = input.fieldIndex("key");
-      this.value = input.fieldIndex("value");
-      this.ts = input.fieldIndex("ts");
-      this.partition = input.fieldIndex("partition");
-      this.offset = input.fieldIndex("offset");
-      this.sub = input.fieldIndex("sub");
-    }
-
-    long bucket(long end) {
-      return Math.floorDiv(end, width);
-    }
-
-    int slot(long bucket) {
-      return (int) Math.floorMod(bucket, (long) RING);
+      this.columns = new KeyedWindows.Columns(input);
+      this.sessions = KeyedWindows.windows("sessions", List.of("start", "end"), aggregator);
+      // Listed by its end, a session is kept while the end is within grace + 2 gap of the
+      // stream time.
+      this.width = KeyedWindows.Ring.width(grace + 2 * gap + 1);
     }
 
     /** The stream time at which a session ending at {@code end} closes (emit final). */
@@ -160,41 +108,6 @@ public final class SessionWindowAggregation {
     /** The earliest end of a session still kept at stream time {@code now} (it may merge). */
     long horizon(long now) {
       return now - grace - 2 * gap;
-    }
-  }
-
-  /** A record key, compared by content (byte[] keys too), with its map-state row made once. */
-  static final class Key {
-    final Object key;
-    private final int hash;
-    private Row row;
-
-    Key(Object key) {
-      this.key = key;
-      this.hash = key instanceof byte[] ? Arrays.hashCode((byte[]) key) : Objects.hashCode(key);
-    }
-
-    Row row() {
-      if (row == null) {
-        row = RowFactory.create(key);
-      }
-      return row;
-    }
-
-    @Override
-    public int hashCode() {
-      return hash;
-    }
-
-    @Override
-    public boolean equals(Object other) {
-      if (!(other instanceof Key)) {
-        return false;
-      }
-      Object k = ((Key) other).key;
-      return key instanceof byte[] && k instanceof byte[]
-          ? Arrays.equals((byte[]) key, (byte[]) k)
-          : Objects.equals(key, k);
     }
   }
 
@@ -211,18 +124,39 @@ public final class SessionWindowAggregation {
     }
   }
 
-  /** A session's identity in a batch's changelog. */
-  record Span(Key key, long start, long end) {}
+  /** A batch's view of the keys' sessions (ordered by start). */
+  static final class Sessions extends KeyedWindows.Keys<List<Session>> {
+    Sessions(MapState<Row, Row> state) {
+      super(state);
+    }
 
-  /** A key listed under a bucket in this batch. */
-  record Listed(Key key, long bucket) {}
+    @Override
+    List<Session> load(Row stored) {
+      List<Session> out = new ArrayList<>();
+      if (stored != null) {
+        for (Row s : stored.<Row>getList(0)) {
+          out.add(new Session(s.getLong(0), s.getLong(1), KeyedWindows.slot(s, 2)));
+        }
+      }
+      return out;
+    }
+
+    @Override
+    List<Object> rows(List<Session> sessions) {
+      List<Object> rows = new ArrayList<>(sessions.size());
+      for (Session s : sessions) {
+        rows.add(KeyedWindows.window(s.slot, s.start, s.end));
+      }
+      return rows;
+    }
+  }
 
   static final class Processor extends StatefulProcessor<Integer, Row, Row> {
     private final Spec spec;
     private final LongAccumulator late;
     private transient ValueState<Row> task;
     private transient MapState<Row, Row> sessions;
-    private transient List<ListState<Row>> ring;
+    private transient KeyedWindows.Ring ring;
 
     Processor(Spec spec, LongAccumulator late) {
       this.spec = spec;
@@ -236,94 +170,35 @@ public final class SessionWindowAggregation {
               .add("stream_time", DataTypes.LongType, true)
               .add("buckets", DataTypes.createArrayType(DataTypes.LongType, false), false);
       task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
+      StructType keyRow = spec.columns.keyRow;
       sessions =
-          getHandle()
-              .getMapState(
-                  "sessions", Encoders.row(spec.keyRow), Encoders.row(spec.sessions), TTLConfig.NONE());
-      ring = new ArrayList<>(RING);
-      for (int i = 0; i < RING; i++) {
-        ring.add(getHandle().getListState("ends" + i, Encoders.row(spec.keyRow), TTLConfig.NONE()));
-      }
-    }
-
-    /** One batch's view of the task's sessions: keys read once, written once. */
-    private final class Batch {
-      final Map<Key, List<Session>> keys = new HashMap<>();
-      final Set<Key> dirty = new LinkedHashSet<>();
-
-      List<Session> of(Key k) {
-        List<Session> found = keys.get(k);
-        if (found == null) {
-          found = load(k);
-          keys.put(k, found);
-        }
-        return found;
-      }
-
-      private List<Session> load(Key k) {
-        Row stored = sessions.getValue(k.row());
-        List<Session> out = new ArrayList<>();
-        if (stored == null) {
-          return out;
-        }
-        for (Row s : stored.<Row>getList(0)) {
-          Object[] slot = new Object[s.size() - 2];
-          for (int i = 0; i < slot.length; i++) {
-            slot[i] = s.get(i + 2);
-          }
-          out.add(new Session(s.getLong(0), s.getLong(1), slot));
-        }
-        return out;
-      }
-
-      void write() {
-        for (Key k : dirty) {
-          List<Session> list = keys.get(k);
-          if (list.isEmpty()) {
-            sessions.removeKey(k.row());
-            continue;
-          }
-          List<Object> rows = new ArrayList<>(list.size());
-          for (Session s : list) {
-            Object[] fields = new Object[s.slot.length + 2];
-            fields[0] = s.start;
-            fields[1] = s.end;
-            System.arraycopy(s.slot, 0, fields, 2, s.slot.length);
-            rows.add(RowFactory.create(fields));
-          }
-          sessions.updateValue(k.row(), RowFactory.create(TimeWindowAggregation.seq(rows)));
-        }
-        dirty.clear();
-      }
+          getHandle().getMapState("sessions", Encoders.row(keyRow), Encoders.row(spec.sessions), TTLConfig.NONE());
+      ring = new KeyedWindows.Ring(getHandle(), "ends", keyRow, spec.width);
     }
 
     @Override
     public scala.collection.Iterator<Row> handleInputRows(
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
+      KeyedWindows.Columns c = spec.columns;
       List<Row> records =
-          TimeWindowAggregation.arrivalOrder(
-              CollectionConverters.asJava(input), spec.sub, spec.offset, spec.ts);
+          TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
       Row saved = task.exists() ? task.get() : null;
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
       // Sessions closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      TreeSet<Long> buckets = new TreeSet<>();
-      if (saved != null) {
-        buckets.addAll(saved.getList(1));
-      }
+      ring.begin(saved == null ? List.of() : saved.getList(1));
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
-      Batch batch = new Batch();
-      Set<Listed> listed = new HashSet<>();
+      Sessions batch = new Sessions(sessions);
       // Changed sessions in the order of their last change (null: the tombstone of a merged one).
       LinkedHashMap<Span, Object[]> changed = new LinkedHashMap<>(1024, 0.75f, true);
       List<Row> out = new ArrayList<>();
       List<Row> finals = new ArrayList<>();
       long lateCount = 0;
       for (Row r : records) {
-        long ts = r.getLong(spec.ts);
+        long ts = r.getLong(c.ts);
         long previous = streamTime == null ? Long.MIN_VALUE : streamTime;
         streamTime = streamTime == null ? ts : Math.max(streamTime, ts);
-        Key k = new Key(r.get(spec.key));
+        Key k = new Key(r.get(c.key));
         List<Session> list = batch.of(k);
         long start = ts;
         long end = ts;
@@ -337,16 +212,16 @@ public final class SessionWindowAggregation {
           }
         }
         if (end < streamTime - spec.grace - spec.gap) {
-          out.add(row("late", k.key, start, end, null, ts, r.get(spec.partition), r.get(spec.offset)));
+          out.add(KeyedWindows.row("late", k.key, start, end, null, ts, r.get(c.partition), r.get(c.offset)));
           lateCount++;
           continue;
         }
         Object[] slot = agg.initial(ts);
-        boolean inBucket = false;
+        boolean listed = false;
         for (Session s : merging) {
           list.remove(s);
           agg.merge(slot, s.slot);
-          inBucket |= spec.bucket(s.end) == spec.bucket(end);
+          listed |= ring.bucket(s.end) == ring.bucket(end);
           if (s.start == start && s.end == end) {
             continue;
           }
@@ -360,22 +235,19 @@ public final class SessionWindowAggregation {
             }
           }
         }
-        agg.add(slot, r.get(spec.value), ts);
+        agg.add(slot, r.get(c.value), ts);
         slot[slot.length - 1] = end;
-        Session merged = new Session(start, end, slot);
         int at = 0;
         while (at < list.size() && list.get(at).start < start) {
           at++;
         }
-        list.add(at, merged);
-        batch.dirty.add(k);
+        list.add(at, new Session(start, end, slot));
+        batch.changed(k);
         if (!spec.emitFinal) {
           changed.put(new Span(k, start, end), slot);
         }
-        long bucket = spec.bucket(end);
-        if (!inBucket && listed.add(new Listed(k, bucket))) {
-          ring.get(spec.slot(bucket)).appendValue(k.row());
-          buckets.add(bucket);
+        if (!listed) {
+          ring.list(k, end);
         }
       }
       if (lateCount > 0 && late != null) {
@@ -384,11 +256,12 @@ public final class SessionWindowAggregation {
       for (Map.Entry<Span, Object[]> e : changed.entrySet()) {
         Span s = e.getKey();
         Object[] slot = e.getValue();
-        out.add(row("update", s.key().key, s.start(), s.end(), slot == null ? null : agg.result(slot), s.end(), null, null));
+        Object value = slot == null ? null : agg.result(slot);
+        out.add(KeyedWindows.row("update", s.key().key, s.start(), s.end(), value, s.end(), null, null));
       }
       if (streamTime != null) {
         if (spec.emitFinal) {
-          finals.addAll(close(batch, buckets, before, streamTime, agg));
+          finals.addAll(close(batch, before, streamTime, agg));
           // Kafka Streams' order of closing: by end, then start, then key.
           finals.sort(
               Comparator.<Row>comparingLong(f -> f.getLong(3))
@@ -396,31 +269,19 @@ public final class SessionWindowAggregation {
                   .thenComparing(f -> String.valueOf(f.get(1))));
           out.addAll(finals);
         }
-        forget(batch, buckets, streamTime);
+        forget(batch, streamTime);
       }
       batch.write();
-      task.update(
-          RowFactory.create(streamTime, TimeWindowAggregation.seq(new ArrayList<Object>(buckets))));
+      task.update(RowFactory.create(streamTime, TimeWindowAggregation.seq(ring.buckets())));
       return CollectionConverters.asScala(out.iterator());
     }
 
     private Row result(Key k, Session s, TimeWindowAggregation.Aggregator agg) {
-      return row("final", k.key, s.start, s.end, agg.result(s.slot), s.end, null, null);
-    }
-
-    /** The keys listed in ring slot {@code slot}, each once. */
-    private Set<Key> listedIn(int slot) {
-      Set<Key> keys = new LinkedHashSet<>();
-      scala.collection.Iterator<Row> it = ring.get(slot).get();
-      while (it.hasNext()) {
-        keys.add(new Key(it.next().get(0)));
-      }
-      return keys;
+      return KeyedWindows.row("final", k.key, s.start, s.end, agg.result(s.slot), s.end, null, null);
     }
 
     /** Sessions the stream time closed since {@code before} (it passed end + grace + gap). */
-    private List<Row> close(
-        Batch batch, TreeSet<Long> buckets, long before, long now, TimeWindowAggregation.Aggregator agg) {
+    private List<Row> close(Sessions batch, long before, long now, TimeWindowAggregation.Aggregator agg) {
       // Ends e with before < threshold(e) <= now.
       long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - spec.grace - spec.gap;
       long high = now - spec.grace - spec.gap - 1;
@@ -428,16 +289,9 @@ public final class SessionWindowAggregation {
       if (high < low) {
         return out;
       }
-      Set<Integer> slots = new TreeSet<>();
-      for (long b : buckets) {
-        long first = b * spec.width;
-        if (first + spec.width - 1 >= low && first <= high) {
-          slots.add(spec.slot(b));
-        }
-      }
       Set<Key> seen = new HashSet<>();
-      for (int slot : slots) {
-        for (Key k : listedIn(slot)) {
+      for (int slot : ring.overlapping(low, high)) {
+        for (Key k : ring.keys(slot)) {
           if (!seen.add(k)) {
             continue;
           }
@@ -453,43 +307,28 @@ public final class SessionWindowAggregation {
 
     /**
      * Forget the sessions no record can merge any more (end before the horizon): the buckets
-     * wholly before it are read, their keys' old sessions dropped and the slots cleared (a key
-     * with a later session in the same slot is listed again).
+     * wholly before it are read, their keys' old sessions dropped and the keys taken off the
+     * slot (unless a later session of theirs is listed there).
      */
-    private void forget(Batch batch, TreeSet<Long> buckets, long now) {
+    private void forget(Sessions batch, long now) {
       long horizon = spec.horizon(now);
-      Set<Integer> slots = new TreeSet<>();
-      while (!buckets.isEmpty() && (buckets.first() + 1) * spec.width - 1 < horizon) {
-        slots.add(spec.slot(buckets.pollFirst()));
-      }
-      for (int slot : slots) {
-        List<Row> keep = new ArrayList<>();
-        for (Key k : listedIn(slot)) {
-          List<Session> list = batch.of(k);
+      for (int slot : ring.before(horizon)) {
+        for (Key k : ring.keys(slot)) {
           boolean again = false;
-          for (java.util.Iterator<Session> it = list.iterator(); it.hasNext(); ) {
+          for (Iterator<Session> it = batch.of(k).iterator(); it.hasNext(); ) {
             Session s = it.next();
             if (s.end < horizon) {
               it.remove();
-              batch.dirty.add(k);
-            } else if (spec.slot(spec.bucket(s.end)) == slot) {
-              again = true;
+              batch.changed(k);
+            } else {
+              again |= ring.in(s.end, slot);
             }
           }
-          if (again) {
-            keep.add(k.row());
+          if (!again) {
+            ring.unlist(slot, k);
           }
-        }
-        ring.get(slot).clear();
-        if (!keep.isEmpty()) {
-          ring.get(slot).put(keep.toArray(new Row[0]));
         }
       }
     }
-  }
-
-  private static Row row(
-      String kind, Object key, long start, long end, Object value, long ts, Object partition, Object offset) {
-    return RowFactory.create(kind, key, start, end, value, ts, partition, offset);
   }
 }

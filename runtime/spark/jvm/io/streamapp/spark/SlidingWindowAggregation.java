@@ -2,22 +2,20 @@ package io.streamapp.spark;
 
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.TreeSet;
+
+import io.streamapp.spark.KeyedWindows.Key;
+import io.streamapp.spark.KeyedWindows.Span;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.functions;
-import org.apache.spark.sql.streaming.ListState;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -27,7 +25,6 @@ import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
 
@@ -48,19 +45,15 @@ import scala.jdk.javaapi.CollectionConverters;
  * wrote; an update of a window closed at the record's stream time ({@code end + grace <} stream
  * time) drops the record ({@code late}). Emit updates: one row per changed window and batch, in the
  * order of last change; emit final: one row per window once the stream time passes {@code end +
- * grace}, by end, start, key. Windows are listed by the time bucket of their start in a ring of
- * list states (as {@link SessionWindowAggregation}'s ends), to close and forget them without
- * reading the whole task.
+ * grace}, by end, start, key. Windows are listed by the time bucket of their start in a {@link
+ * KeyedWindows.Ring}, to close and forget them without reading the whole task.
  */
 public final class SlidingWindowAggregation {
   private SlidingWindowAggregation() {}
 
-  static final int RING = 8;
-
   /**
-   * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub, task_key)
-   * grouped by {@code task_key}; rows out as {@link TimeWindowAggregation#apply}'s.
-   * {@code difference}: the windows' time difference d.
+   * The aggregation of {@code rows} by task ({@link KeyedWindows#byTask}); {@code difference}:
+   * the windows' time difference d.
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows,
@@ -71,16 +64,10 @@ public final class SlidingWindowAggregation {
       String valueType,
       String outputSchema,
       LongAccumulator late) {
-    StructType input = rows.schema();
-    StructType output = StructType.fromDDL(outputSchema);
-    DataType keyType = input.apply("key").dataType();
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
-    Spec spec = new Spec(difference, grace, "final".equals(emit), aggregator, keyType, input);
-    return rows.groupBy(functions.coalesce(functions.col("task_key"), functions.lit(0)).as("value"))
-        .as(Encoders.INT(), Encoders.row(input))
-        .transformWithState(
-            new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
+    Spec spec = new Spec(difference, grace, "final".equals(emit), aggregator, rows.schema());
+    return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
   static final class Spec implements java.io.Serializable {
@@ -89,58 +76,48 @@ public final class SlidingWindowAggregation {
     final long retention;
     final boolean emitFinal;
     final TimeWindowAggregation.Aggregator aggregator;
-    final StructType keyRow;
+    final KeyedWindows.Columns columns;
     final StructType windows;
     final long width;
-    final int key;
-    final int value;
-    final int ts;
-    final int partition;
-    final int offset;
-    final int sub;
 
-    Spec(
-        long d,
-        long grace,
-        boolean emitFinal,
-        TimeWindowAggregation.Aggregator aggregator,
-        DataType keyType,
-        StructType input) {
+    Spec(long d, long grace, boolean emitFinal, TimeWindowAggregation.Aggregator aggregator, StructType input) {
       this.d = d;
       this.grace = grace;
       this.retention = 2 * d + grace;
       this.emitFinal = emitFinal;
       this.aggregator = aggregator;
-      this.keyRow = new StructType().add("key", keyType, true);
-      StructType window = new StructType().add("start", DataTypes.LongType, false);
-      for (StructField f : aggregator.fields()) {
-        window = window.add(f);
+      this.columns = new KeyedWindows.Columns(input);
+      this.windows = KeyedWindows.windows("windows", List.of("start"), aggregator);
+      // Listed by its start, a window is found for retention ms of starts and closes d + grace
+      // after its start; the latest start leads the stream time by at most 1 ms.
+      this.width = KeyedWindows.Ring.width(retention + 2);
+    }
+  }
+
+  /** A batch's view of the keys' windows (start → aggregate slot). */
+  static final class Windows extends KeyedWindows.Keys<TreeMap<Long, Object[]>> {
+    Windows(MapState<Row, Row> state) {
+      super(state);
+    }
+
+    @Override
+    TreeMap<Long, Object[]> load(Row stored) {
+      TreeMap<Long, Object[]> found = new TreeMap<>();
+      if (stored != null) {
+        for (Row w : stored.<Row>getList(0)) {
+          found.put(w.getLong(0), KeyedWindows.slot(w, 1));
+        }
       }
-      window = window.add("max_ts", DataTypes.LongType, false);
-      this.windows = new StructType().add("windows", DataTypes.createArrayType(window, false), false);
-      // A window is found for retention ms of starts, and closes d + grace after its start: the
-      // starts alive after a batch span about retention + 1 (+ the latest start's lead of 1 ms).
-      long kept = retention + 2;
-      this.width = Math.max(1L, (kept + RING - 4) / (RING - 3));
-      this.key = input.fieldIndex("key");
-      this.value = input.fieldIndex("value");
-      this.ts = input.fieldIndex("ts");
-      this.partition = input.fieldIndex("partition");
-      this.offset = input.fieldIndex("offset");
-      this.sub = input.fieldIndex("sub");
+      return found;
     }
 
-    long bucket(long start) {
-      return Math.floorDiv(start, width);
-    }
-
-    int slot(long bucket) {
-      return (int) Math.floorMod(bucket, (long) RING);
-    }
-
-    /** The stream time at which the window starting at {@code start} closes (its end included). */
-    long threshold(long start) {
-      return start + d + grace + 1;
+    @Override
+    List<Object> rows(TreeMap<Long, Object[]> windows) {
+      List<Object> rows = new ArrayList<>(windows.size());
+      for (Map.Entry<Long, Object[]> e : windows.entrySet()) {
+        rows.add(KeyedWindows.window(e.getValue(), e.getKey()));
+      }
+      return rows;
     }
   }
 
@@ -149,7 +126,7 @@ public final class SlidingWindowAggregation {
     private final LongAccumulator late;
     private transient ValueState<Row> task;
     private transient MapState<Row, Row> windows;
-    private transient List<ListState<Row>> ring;
+    private transient KeyedWindows.Ring ring;
 
     Processor(Spec spec, LongAccumulator late) {
       this.spec = spec;
@@ -164,88 +141,30 @@ public final class SlidingWindowAggregation {
               .add("latest", DataTypes.LongType, true)
               .add("buckets", DataTypes.createArrayType(DataTypes.LongType, false), false);
       task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
+      StructType keyRow = spec.columns.keyRow;
       windows =
-          getHandle()
-              .getMapState(
-                  "windows", Encoders.row(spec.keyRow), Encoders.row(spec.windows), TTLConfig.NONE());
-      ring = new ArrayList<>(RING);
-      for (int i = 0; i < RING; i++) {
-        ring.add(getHandle().getListState("starts" + i, Encoders.row(spec.keyRow), TTLConfig.NONE()));
-      }
+          getHandle().getMapState("windows", Encoders.row(keyRow), Encoders.row(spec.windows), TTLConfig.NONE());
+      ring = new KeyedWindows.Ring(getHandle(), "starts", keyRow, spec.width);
     }
 
-    /** One batch's view of the task's windows: each key read once, written once. */
-    private final class Batch {
-      final Map<SessionWindowAggregation.Key, TreeMap<Long, Object[]>> keys = new HashMap<>();
-      final Set<SessionWindowAggregation.Key> dirty = new LinkedHashSet<>();
-
-      TreeMap<Long, Object[]> of(SessionWindowAggregation.Key k) {
-        TreeMap<Long, Object[]> found = keys.get(k);
-        if (found == null) {
-          found = new TreeMap<>();
-          Row stored = windows.getValue(k.row());
-          if (stored != null) {
-            for (Row w : stored.<Row>getList(0)) {
-              Object[] slot = new Object[w.size() - 1];
-              for (int i = 0; i < slot.length; i++) {
-                slot[i] = w.get(i + 1);
-              }
-              found.put(w.getLong(0), slot);
-            }
-          }
-          keys.put(k, found);
-        }
-        return found;
-      }
-
-      void write() {
-        for (SessionWindowAggregation.Key k : dirty) {
-          TreeMap<Long, Object[]> found = keys.get(k);
-          if (found.isEmpty()) {
-            windows.removeKey(k.row());
-            continue;
-          }
-          List<Object> rows = new ArrayList<>(found.size());
-          for (Map.Entry<Long, Object[]> e : found.entrySet()) {
-            Object[] slot = e.getValue();
-            Object[] fields = new Object[slot.length + 1];
-            fields[0] = e.getKey();
-            System.arraycopy(slot, 0, fields, 1, slot.length);
-            rows.add(RowFactory.create(fields));
-          }
-          windows.updateValue(k.row(), RowFactory.create(TimeWindowAggregation.seq(rows)));
-        }
-        dirty.clear();
-      }
-    }
-
-    /** What one record does: the running state of the task in the batch. */
+    /** The task's running state in a batch: its keys' windows, changelog and latest start. */
     private final class Step {
-      final Batch batch = new Batch();
-      final Set<SessionWindowAggregation.Listed> listed = new HashSet<>();
-      final TreeSet<Long> buckets;
-      final LinkedHashMap<SessionWindowAggregation.Span, Object[]> changed =
-          new LinkedHashMap<>(1024, 0.75f, true);
+      final Windows batch = new Windows(windows);
+      final LinkedHashMap<Span, Object[]> changed = new LinkedHashMap<>(1024, 0.75f, true);
       Long latest;
 
-      Step(TreeSet<Long> buckets, Long latest) {
-        this.buckets = buckets;
+      Step(Long latest) {
         this.latest = latest;
       }
 
       /** Write a window (the store's put): the batch's changelog, the ring, the latest start. */
-      void put(SessionWindowAggregation.Key k, long start, Object[] slot) {
-        TreeMap<Long, Object[]> found = batch.of(k);
-        boolean known = found.containsKey(start);
-        found.put(start, slot);
-        batch.dirty.add(k);
-        if (!spec.emitFinal) {
-          changed.put(new SessionWindowAggregation.Span(k, start, start + spec.d), slot);
+      void put(Key k, long start, Object[] slot) {
+        if (batch.of(k).put(start, slot) == null) {
+          ring.list(k, start);
         }
-        long bucket = spec.bucket(start);
-        if (!known && listed.add(new SessionWindowAggregation.Listed(k, bucket))) {
-          ring.get(spec.slot(bucket)).appendValue(k.row());
-          buckets.add(bucket);
+        batch.changed(k);
+        if (!spec.emitFinal) {
+          changed.put(new Span(k, start, start + spec.d), slot);
         }
         if (latest == null || start > latest) {
           latest = start;
@@ -256,26 +175,25 @@ public final class SlidingWindowAggregation {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
+      KeyedWindows.Columns c = spec.columns;
       List<Row> records =
-          TimeWindowAggregation.arrivalOrder(
-              CollectionConverters.asJava(input), spec.sub, spec.offset, spec.ts);
+          TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
       Row saved = task.exists() ? task.get() : null;
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
       Long latest = saved == null || saved.isNullAt(1) ? null : saved.getLong(1);
+      // Windows closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      TreeSet<Long> buckets = new TreeSet<>();
-      if (saved != null) {
-        buckets.addAll(saved.getList(2));
-      }
-      Step step = new Step(buckets, latest);
+      ring.begin(saved == null ? List.of() : saved.getList(2));
+      Step step = new Step(latest);
       List<Row> out = new ArrayList<>();
       long lateCount = 0;
       for (Row r : records) {
-        long ts = r.getLong(spec.ts);
+        long ts = r.getLong(c.ts);
         streamTime = streamTime == null ? ts : Math.max(streamTime, ts);
-        SessionWindowAggregation.Key k = new SessionWindowAggregation.Key(r.get(spec.key));
-        for (long start : process(step, k, r.get(spec.value), ts, streamTime)) {
-          out.add(row("late", k.key, start, start + spec.d, null, ts, r.get(spec.partition), r.get(spec.offset)));
+        Key k = new Key(r.get(c.key));
+        for (long start : process(step, k, r.get(c.value), ts, streamTime)) {
+          out.add(
+              KeyedWindows.row("late", k.key, start, start + spec.d, null, ts, r.get(c.partition), r.get(c.offset)));
           lateCount++;
         }
       }
@@ -283,29 +201,27 @@ public final class SlidingWindowAggregation {
         late.add(lateCount);
       }
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
-      for (Map.Entry<SessionWindowAggregation.Span, Object[]> e : step.changed.entrySet()) {
-        SessionWindowAggregation.Span s = e.getKey();
+      for (Map.Entry<Span, Object[]> e : step.changed.entrySet()) {
+        Span s = e.getKey();
         Object[] slot = e.getValue();
-        out.add(row("update", s.key().key, s.start(), s.end(), agg.result(slot), (Long) slot[slot.length - 1], null, null));
+        long maxTs = (Long) slot[slot.length - 1];
+        out.add(KeyedWindows.row("update", s.key().key, s.start(), s.end(), agg.result(slot), maxTs, null, null));
       }
       if (streamTime != null) {
         if (spec.emitFinal) {
-          out.addAll(close(step.batch, buckets, before, streamTime));
+          out.addAll(close(step.batch, before, streamTime));
         }
-        forget(step.batch, buckets, streamTime, step.latest);
+        forget(step.batch, streamTime, step.latest);
       }
       step.batch.write();
-      task.update(
-          RowFactory.create(
-              streamTime, step.latest, TimeWindowAggregation.seq(new ArrayList<Object>(buckets))));
+      task.update(RowFactory.create(streamTime, step.latest, TimeWindowAggregation.seq(ring.buckets())));
       return CollectionConverters.asScala(out.iterator());
     }
-
     /**
      * Fold the record at {@code ts} into its key's windows ({@code windows.py}'s
      * {@code _SlidingStore.process}); returns the starts of the closed windows it was dropped from.
      */
-    private List<Long> process(Step step, SessionWindowAggregation.Key k, Object value, long ts, long streamTime) {
+    private List<Long> process(Step step, Key k, Object value, long ts, long streamTime) {
       long d = spec.d;
       long close = streamTime - spec.grace;
       List<Long> drops = new ArrayList<>();
@@ -372,7 +288,7 @@ public final class SlidingWindowAggregation {
 
     /** updateWindowAndForward: {@code slot} null for a new window (the initializer). */
     private void update(
-        Step step, SessionWindowAggregation.Key k, long start, Object[] slot, Object value, long ts, long close,
+        Step step, Key k, long start, Object[] slot, Object value, long ts, long close,
         List<Long> drops) {
       if (start + spec.d < close) {
         drops.add(start);
@@ -386,42 +302,27 @@ public final class SlidingWindowAggregation {
       step.put(k, start, next);
     }
 
-    private Set<SessionWindowAggregation.Key> listedIn(int slot) {
-      Set<SessionWindowAggregation.Key> keys = new LinkedHashSet<>();
-      scala.collection.Iterator<Row> it = ring.get(slot).get();
-      while (it.hasNext()) {
-        keys.add(new SessionWindowAggregation.Key(it.next().get(0)));
-      }
-      return keys;
-    }
-
     /** Windows the stream time closed since {@code before}, by end, start, key. */
-    private List<Row> close(Batch batch, TreeSet<Long> buckets, long before, long now) {
-      // Starts s with before < threshold(s) <= now.
+    private List<Row> close(Windows batch, long before, long now) {
+      // Starts s with before < threshold(s) = s + d + grace + 1 <= now.
       long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - spec.d - spec.grace;
       long high = now - spec.d - spec.grace - 1;
       List<Row> out = new ArrayList<>();
       if (high < low) {
         return out;
       }
-      Set<Integer> slots = new TreeSet<>();
-      for (long b : buckets) {
-        long first = b * spec.width;
-        if (first + spec.width - 1 >= low && first <= high) {
-          slots.add(spec.slot(b));
-        }
-      }
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
-      Set<SessionWindowAggregation.Key> seen = new HashSet<>();
-      for (int slot : slots) {
-        for (SessionWindowAggregation.Key k : listedIn(slot)) {
+      Set<Key> seen = new HashSet<>();
+      for (int slot : ring.overlapping(low, high)) {
+        for (Key k : ring.keys(slot)) {
           if (!seen.add(k)) {
             continue;
           }
           for (Map.Entry<Long, Object[]> e : batch.of(k).subMap(low, true, high, true).entrySet()) {
             Object[] s = e.getValue();
             long start = e.getKey();
-            out.add(row("final", k.key, start, start + spec.d, agg.result(s), (Long) s[s.length - 1], null, null));
+            long maxTs = (Long) s[s.length - 1];
+            out.add(KeyedWindows.row("final", k.key, start, start + spec.d, agg.result(s), maxTs, null, null));
           }
         }
       }
@@ -434,47 +335,27 @@ public final class SlidingWindowAggregation {
 
     /**
      * Forget windows no record can find any more (start before the latest start - retention + 1)
-     * once closed: the buckets wholly before both are read and cleared (a key with a window left
-     * in the same slot is listed again).
+     * once closed: the buckets wholly before both are read, and a key with no window left in the
+     * slot taken off it.
      */
-    private void forget(Batch batch, TreeSet<Long> buckets, long now, Long latest) {
+    private void forget(Windows batch, long now, Long latest) {
       if (latest == null) {
         return;
       }
       long horizon = Math.min(latest - spec.retention + 1, now - spec.d - spec.grace);
-      Set<Integer> slots = new TreeSet<>();
-      while (!buckets.isEmpty() && (buckets.first() + 1) * spec.width - 1 < horizon) {
-        slots.add(spec.slot(buckets.pollFirst()));
-      }
-      for (int slot : slots) {
-        List<Row> keep = new ArrayList<>();
-        for (SessionWindowAggregation.Key k : listedIn(slot)) {
+      for (int slot : ring.before(horizon)) {
+        for (Key k : ring.keys(slot)) {
           TreeMap<Long, Object[]> mine = batch.of(k);
-          if (!mine.headMap(horizon, false).isEmpty()) {
-            mine.headMap(horizon, false).clear();
-            batch.dirty.add(k);
+          Map<Long, Object[]> old = mine.headMap(horizon, false);
+          if (!old.isEmpty()) {
+            old.clear();
+            batch.changed(k);
           }
-          boolean again = false;
-          for (long start : mine.keySet()) {
-            if (spec.slot(spec.bucket(start)) == slot) {
-              again = true;
-              break;
-            }
+          if (mine.keySet().stream().noneMatch(start -> ring.in(start, slot))) {
+            ring.unlist(slot, k);
           }
-          if (again) {
-            keep.add(k.row());
-          }
-        }
-        ring.get(slot).clear();
-        if (!keep.isEmpty()) {
-          ring.get(slot).put(keep.toArray(new Row[0]));
         }
       }
     }
-  }
-
-  private static Row row(
-      String kind, Object key, long start, long end, Object value, long ts, Object partition, Object offset) {
-    return RowFactory.create(kind, key, start, end, value, ts, partition, offset);
   }
 }

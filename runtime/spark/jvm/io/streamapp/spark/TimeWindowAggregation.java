@@ -17,7 +17,6 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -42,8 +41,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * its stream time and the starts of its open windows in a small value state, and each window's
  * aggregate in a map state keyed by (record key, window start), in the RocksDB state store: a
  * micro-batch reads and writes only the windows its records fall in. The semantics are those of
- * {@code runtime/spark/stateful/windows.py} (which runs the other window kinds and user-function
- * aggregators): the records of a batch in Kafka Streams' arrival order, the stream time the
+ * {@code runtime/spark/stateful/windows.py} (which runs user-function aggregators and merged
+ * topics): the records of a batch in Kafka Streams' arrival order, the stream time the
  * running maximum of their timestamps, a record dropped from a window (a {@code late} row) once
  * {@code end + grace <= stream time}, one {@code update} row per changed window and batch (last
  * change order) or, with emit final, one {@code final} row per window when the stream time closes
@@ -53,11 +52,9 @@ public final class TimeWindowAggregation {
   private TimeWindowAggregation() {}
 
   /**
-   * The aggregation of {@code rows} (columns key, value, ts, partition, offset, sub, task_key)
-   * grouped by {@code task_key} (the task's grouping key, made by the Python side's
-   * {@code engine.with_task_key}); rows out ({@code outputSchema}, DDL): kind, key, window_start, window_end,
-   * value, ts, partition, offset. {@code valueType}: the value column's type as JSON; {@code late}
-   * (may be null) counts dropped record-window contributions.
+   * The aggregation of {@code rows} by task ({@link KeyedWindows#byTask}: its columns in and
+   * out). {@code valueType}: the value column's type as JSON; {@code late} (may be null) counts
+   * dropped record-window contributions.
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows,
@@ -70,19 +67,11 @@ public final class TimeWindowAggregation {
       String outputSchema,
       LongAccumulator late) {
     StructType input = rows.schema();
-    StructType output = StructType.fromDDL(outputSchema);
     DataType keyType = input.apply("key").dataType();
     DataType value = DataType.fromJson(valueType);
     Aggregator aggregator = Aggregator.of(function, value);
-    Spec spec =
-        new Spec(
-            size, advance, grace, "final".equals(emit), aggregator, keyType, input);
-    // Grouped by the column itself, named and typed as groupByKey's key was (the state's key
-    // schema: value int not null), not through a function of each deserialised row.
-    return rows.groupBy(functions.coalesce(functions.col("task_key"), functions.lit(0)).as("value"))
-        .as(Encoders.INT(), Encoders.row(input))
-        .transformWithState(
-            new Processor(spec, late), TimeMode.None(), OutputMode.Append(), Encoders.row(output));
+    Spec spec = new Spec(size, advance, grace, "final".equals(emit), aggregator, keyType, input);
+    return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
   /** What every task of one aggregation needs (serialisable: shipped to the executors). */
@@ -94,12 +83,7 @@ public final class TimeWindowAggregation {
     final Aggregator aggregator;
     final StructType windowKey;
     final StructType slot;
-    final int key;
-    final int value;
-    final int ts;
-    final int partition;
-    final int offset;
-    final int sub;
+    final KeyedWindows.Columns columns;
 
     Spec(
         long size,
@@ -123,12 +107,7 @@ public final class TimeWindowAggregation {
         fields = fields.add(f);
       }
       this.slot = fields.add("max_ts", DataTypes.LongType, false);
-      this.key = input.fieldIndex("key");
-      this.value = input.fieldIndex("value");
-      this.ts = input.fieldIndex("ts");
-      this.partition = input.fieldIndex("partition");
-      this.offset = input.fieldIndex("offset");
-      this.sub = input.fieldIndex("sub");
+      this.columns = new KeyedWindows.Columns(input);
     }
 
     /** The stream time at which the window starting at {@code start} closes. */
@@ -164,7 +143,8 @@ public final class TimeWindowAggregation {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
-      List<Row> batch = arrivalOrder(CollectionConverters.asJava(input), spec.sub, spec.offset, spec.ts);
+      KeyedWindows.Columns c = spec.columns;
+      List<Row> batch = arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
       Row saved = task.exists() ? task.get() : null;
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
       TreeSet<Long> open = new TreeSet<>();
@@ -178,15 +158,15 @@ public final class TimeWindowAggregation {
       Aggregator agg = spec.aggregator;
       long lateCount = 0;
       for (Row r : batch) {
-        long ts = r.getLong(spec.ts);
+        long ts = r.getLong(c.ts);
         streamTime = streamTime == null ? ts : Math.max(streamTime, ts);
-        Object key = r.get(spec.key);
-        Object value = r.get(spec.value);
+        Object key = r.get(c.key);
+        Object value = r.get(c.value);
         long first = Math.floorDiv(Math.max(0L, ts - spec.size + spec.advance), spec.advance) * spec.advance;
         for (long start = first; start <= ts; start += spec.advance) {
           long end = start + spec.size;
           if (end + spec.grace <= streamTime) {
-            out.add(row("late", key, start, end, null, ts, r.get(spec.partition), r.get(spec.offset)));
+            out.add(KeyedWindows.row("late", key, start, end, null, ts, r.get(c.partition), r.get(c.offset)));
             lateCount++;
             continue;
           }
@@ -216,7 +196,7 @@ public final class TimeWindowAggregation {
         windows.updateValue(id.row(), RowFactory.create(slot));
         if (!spec.emitFinal) {
           out.add(
-              row("update", id.key, id.start, id.start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
+              KeyedWindows.row("update", id.key, id.start, id.start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
         }
       }
       if (streamTime != null && !open.isEmpty() && spec.threshold(open.first()) <= streamTime) {
@@ -245,7 +225,7 @@ public final class TimeWindowAggregation {
         if (spec.emitFinal) {
           Object[] slot = agg.load(entry._2());
           finals.add(
-              row("final", entry._1().get(0), start, start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
+              KeyedWindows.row("final", entry._1().get(0), start, start + spec.size, agg.result(slot), (Long) slot[slot.length - 1], null, null));
         }
       }
       for (Row id : gone) {
@@ -298,11 +278,6 @@ public final class TimeWindowAggregation {
               ? Arrays.equals((byte[]) key, (byte[]) w.key)
               : java.util.Objects.equals(key, w.key));
     }
-  }
-
-  private static Row row(
-      String kind, Object key, long start, long end, Object value, long ts, Object partition, Object offset) {
-    return RowFactory.create(kind, key, start, end, value, ts, partition, offset);
   }
 
   /** A Java list as the Scala sequence Spark's row encoder takes for an array column. */
