@@ -22,7 +22,9 @@ And it holds the number of *tasks* (``tasks``, see :data:`TASKS_CONF`): Kafka St
 the partitions of its repartition topics, by which a step after a key change groups its records
 (each task keeps its own stream time). It is the input's largest partition count, fixed like the
 state partitions, and independent of them: any number of tasks spreads over any number of state
-partitions. An older checkpoint, whose tasks were its state partitions, records that.
+partitions. An older checkpoint, whose tasks were its state partitions, records that. How a
+record finds its task (``taskHash``, :data:`TASK_HASH_CONF`) is Kafka's partitioner on the
+serialised key, as Kafka Streams' repartition topic; an older checkpoint keeps Spark's hash.
 
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
@@ -43,12 +45,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINE_WINDOWS_CONF",
     "FILE",
+    "MURMUR2",
+    "SPARK_HASH",
     "TASKS_CONF",
+    "TASK_HASH_CONF",
     "TASK_KEYS_CONF",
     "engine_windows",
     "read_record",
     "recorded_steps",
     "state_partitions",
+    "task_hash",
     "tasks",
 ]
 
@@ -66,10 +72,22 @@ SPREAD, BY_TASK = "spread", "task"
 #: The session conf that holds the checkpoint's task count (see the module's description).
 TASKS_CONF = "streamapp.tasks"
 
+#: The session conf that says how a re-keyed record finds its task (``taskHash`` in the record):
+#: ``murmur2``, Kafka's default partitioner on the serialised key, as Kafka Streams' repartition
+#: topic places it (which keys share a task decides which share a stream time); ``spark``, Spark's
+#: hash of the key, for a checkpoint created before, whose state is grouped that way.
+TASK_HASH_CONF = "streamapp.taskHash"
+MURMUR2, SPARK_HASH = "murmur2", "spark"
+
 #: The session conf naming the windowed aggregations (comma-separated node names) whose state the
 #: checkpoint's Python engine wrote, though the JVM would run them today: they stay on the engine
 #: (:func:`streamapp.runtime.topology.state.kept_on_engine`).
 ENGINE_WINDOWS_CONF = "streamapp.engineWindows"
+
+
+def task_hash(spark: SparkSession) -> str:
+    """How re-keyed records find their task (:data:`TASK_HASH_CONF`; Kafka's way without a checkpoint)."""
+    return str(spark.conf.get(TASK_HASH_CONF, None) or MURMUR2)
 
 
 def tasks(spark: SparkSession) -> int:
@@ -178,13 +196,14 @@ def state_partitions(
         # A checkpoint from before this record existed: Spark kept whatever it was created with.
         current = spark.conf.get("spark.sql.shuffle.partitions")
         record = {"statePartitions": int(current or default), "recordedAfterCreation": True}
-    if record is not None and not {"taskKeys", "tasks"} <= record.keys():
+    if record is not None and not {"taskKeys", "tasks", "taskHash"} <= record.keys():
         # An older record. Before task keys were spread, a checkpoint with state kept it keyed by
         # task (one without takes the spread keys); before tasks were recorded, the tasks after a
-        # key change were the state partitions.
+        # key change were the state partitions; before the task hash was recorded, it was Spark's.
         record = {
             "taskKeys": BY_TASK if has_state else SPREAD,
             "tasks": int(record["statePartitions"]),
+            "taskHash": SPARK_HASH,
             **record,
         }
         _write_record(spark, checkpoint, record)
@@ -195,6 +214,7 @@ def state_partitions(
             "tasks": tasks or partitions,
             "createdAtMs": int(time.time() * 1000),
             "taskKeys": SPREAD,
+            "taskHash": MURMUR2,
         }
         if steps is not None:
             record["state"] = {"version": state.VERSION, "steps": steps}
@@ -220,4 +240,5 @@ def state_partitions(
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set(TASK_KEYS_CONF, str(record["taskKeys"]))
     spark.conf.set(TASKS_CONF, str(record["tasks"]))
+    spark.conf.set(TASK_HASH_CONF, str(record["taskHash"]))
     return partitions

@@ -14,7 +14,7 @@ import importlib
 import site
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
@@ -25,6 +25,9 @@ from streamapp.runtime.spark import checkpoints, codecs, compilers, frames, runn
 from streamapp.runtime.topology import graph, state
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
+
+if TYPE_CHECKING:
+    from streamapp.runtime.spark.stateful.engine import Tasks
 
 __all__ = ["Compiled", "compile_topology", "resolve_function"]
 
@@ -185,8 +188,16 @@ class _Compiler:
     def without_null_keys(self, node: nd.Node, frame: frames.RecordFrame) -> frames.RecordFrame:
         return self._without_null_keys(node, frame)
 
-    def tasks(self) -> int:
-        return checkpoints.tasks(next(iter(self.frames.values())).df.sparkSession)
+    def tasks(self) -> Tasks:
+        from streamapp.runtime.spark.stateful import engine  # noqa: PLC0415
+
+        spark = next(iter(self.frames.values())).df.sparkSession
+        # Kafka Streams serialises a re-keyed record with the default key serde (no Grouped serde
+        # in a manifest).
+        serde = self.topology.default_key_serde.name if self.topology.default_key_serde else "bytes"
+        return engine.Tasks(
+            checkpoints.tasks(spark), key_serde=serde, partitioner=checkpoints.task_hash(spark)
+        )
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:

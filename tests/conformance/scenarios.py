@@ -336,6 +336,25 @@ SCENARIOS: list[Scenario] = [
         if f"{kind}{emit.capitalize()}" != "tumblingFinal"  # above, with its own note
     ],
     Scenario(
+        "tumblingRekeyed",
+        """
+      - from: {topic: in0}
+        steps:
+          - groupBy: "concat('g', cast(cast(value as int) % 5 as string))"
+          - windowedBy: {tumbling: 10s, grace: 5s}
+          - count: {}
+          - toStream: {}
+          - to: {topic: out, valueSerde: long}
+""",
+        TABLE,
+        windowed=True,
+        input=lambda seed, topic: [dataclasses.replace(r, partition=0) for r in generate(seed, topic)],
+        note="a key change in front of a window: five new keys on three tasks (Kafka Streams' "
+        "repartition topic), each task with its own stream time, so which keys share a task decides "
+        "which records are late. The input is all in one partition: one task writes the "
+        "repartition topic, and each downstream task reads its records in that order",
+    ),
+    Scenario(
         "mergeWindowed",
         """
       - name: second

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamapp.runtime.spark.frames import RecordFrame
 from streamapp.runtime.topology import graph, nodes
+
+if TYPE_CHECKING:
+    from streamapp.runtime.spark.stateful.engine import Tasks
 
 __all__ = ["Compile", "Context"]
 
@@ -43,9 +46,10 @@ class Context(Protocol):
         """Whether the key may have changed since the source (Kafka Streams would repartition)."""
         ...
 
-    def tasks(self) -> int:
+    def tasks(self) -> Tasks:
         """The tasks a step groups re-keyed records into (Kafka Streams' repartition-topic
-        partitions): the checkpoint's, independent of the state partitions."""
+        partitions): the checkpoint's, independent of the state partitions, and how a record
+        finds its task."""
         ...
 
     @property

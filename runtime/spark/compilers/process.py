@@ -33,7 +33,7 @@ def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> Re
     task: Column = (
         F.coalesce(F.col("partition"), F.lit(0)).cast("int")
         if direct
-        else engine.hash_task("key", ctx.tasks())
+        else engine.hash_task(parent.df, "key", ctx.tasks())
     )
     value_type = node.processor.returns or target.returns or parent.df.schema["value"].dataType.simpleString()
     return process_ops.process(parent, target, task=task, value_type=value_type)

@@ -17,6 +17,7 @@ when Kafka Streams would close them, so the output never depends on micro-batch 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -28,14 +29,15 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamapp.runtime.spark import checkpoints
+from streamapp.runtime.spark import checkpoints, codecs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
-    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "arrival_order", "as_record_frame", "hash_task",
-    "input_rows", "run", "run_by_task", "task_key", "with_task_key",
+    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "Tasks", "arrival_order", "as_record_frame",
+    "hash_task", "input_rows", "run", "run_by_task", "task_key", "with_task_key",
 ]  # fmt: skip
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
@@ -102,10 +104,44 @@ def run(df: DataFrame, group: str, step: Step, output_schema: str) -> DataFrame:
     )
 
 
-def hash_task(column: str, tasks: int) -> Column:
-    """The task of a record regrouped by ``column`` (its key, after a key change): the column's
-    hash modulo the tasks, where Kafka Streams would write it to its repartition topic."""
-    return F.pmod(F.hash(column), F.lit(tasks)).cast("int")
+@dataclasses.dataclass(frozen=True)
+class Tasks:
+    """Kafka Streams' tasks after a key change: the ``count`` partitions of its repartition topic,
+    where a record goes by Kafka's default partitioner (murmur2 of its key serialised with
+    ``key_serde``, the app's default key serde). ``partitioner`` ``spark`` (Spark's hash of the
+    key) is what a checkpoint created before that keeps (``checkpoints.TASK_HASH_CONF``)."""
+
+    count: int
+    key_serde: str = "string"
+    partitioner: str = checkpoints.MURMUR2
+
+
+_KAFKA_PARTITION_UDF = "streamapp_kafka_partition"
+
+
+def hash_task(df: DataFrame, column: str, tasks: Tasks) -> Column:
+    """The task of a record of ``df`` regrouped by ``column`` (its key, after a key change): the
+    partition of the repartition topic Kafka Streams would write it to
+    (``io.streamapp.spark.KafkaPartition``), or Spark's hash modulo the tasks (see :class:`Tasks`)."""
+    if tasks.partitioner == checkpoints.SPARK_HASH:
+        return F.pmod(F.hash(column), F.lit(tasks.count)).cast("int")
+    df.sparkSession.udf.registerJavaFunction(_KAFKA_PARTITION_UDF, "io.streamapp.spark.KafkaPartition", "int")
+    return F.call_udf(_KAFKA_PARTITION_UDF, _key_bytes(df, column, tasks.key_serde), F.lit(tasks.count))
+
+
+def _key_bytes(df: DataFrame, column: str, serde: str) -> Column:
+    """The bytes ``serde`` writes for the key in ``column``; with the ``bytes`` serde (no default
+    key serde), a key that is not bytes or text is written as its type's own serde would."""
+    dtype = df.schema[column].dataType
+    if serde == "bytes" and not isinstance(dtype, (T.BinaryType, T.StringType)):
+        serde = (
+            "long" if isinstance(dtype, T.LongType)
+            else "int" if isinstance(dtype, (T.IntegerType, T.ShortType, T.ByteType))
+            else "double" if isinstance(dtype, (T.DoubleType, T.FloatType))
+            else "json"
+        )  # fmt: skip
+    structured = isinstance(dtype, (T.StructType, T.ArrayType, T.MapType))
+    return codecs.encode(F.col(column), serde, schema="declared" if structured else None)
 
 
 #: The column :func:`with_task_key` adds: what a step grouped by task is grouped by.

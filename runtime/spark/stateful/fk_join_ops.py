@@ -9,7 +9,7 @@ another foreign key moves to another task. So, as in Kafka Streams:
    (a per-key counter); the foreign key is extracted from both values with the user's logic
    (a Spark expression over ``key`` and ``value``, or a Python function) and the subscription
    messages are derived in SQL (``subscription-registration`` topic);
-2. **subscriptions** (grouped by the foreign key's hash modulo the tasks): the
+2. **subscriptions** (grouped by the foreign key's partition of Kafka Streams' repartition topic): the
    messages, unioned with the right table's records by side tag and processed in Kafka
    Streams' order (:func:`join_logic.merge_order`) by :class:`.fk_join_logic.ForeignKeyJoin`;
    its responses go back by left key (``subscription-response`` topic);
@@ -140,7 +140,7 @@ def foreign_key_join(
     extractor: Logic,
     joiner: Logic,
     left_join: bool,
-    tasks: int,
+    tasks: engine.Tasks,
 ) -> RecordFrame:
     """``left.join(right, foreignKeyExtractor, joiner)`` (or ``leftJoin``): the result table's
     changelog, keyed by the left key; a result that goes away is a tombstone."""
@@ -164,7 +164,8 @@ def foreign_key_join(
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         (F.coalesce(F.col("offset"), F.lit(0)) * 2).cast("bigint").alias("offset"),
     ).where(F.col("fk").isNotNull())
-    union = lefts.unionByName(rights).withColumn("task", engine.hash_task("fk", tasks))
+    union = lefts.unionByName(rights)
+    union = union.withColumn("task", engine.hash_task(union, "fk", tasks))
     processor = fk_join_logic.ForeignKeyJoin(left_join=left_join)
 
     def subscribe(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
@@ -193,7 +194,8 @@ def foreign_key_join(
         "task",
         subscribe,
         f"key {pk_type}, ver bigint, left {lv_type}, right {rv_type}, ts bigint, seq bigint",
-    ).withColumn("task", engine.hash_task("key", tasks))
+    )
+    responses = responses.withColumn("task", engine.hash_task(responses, "key", tasks))
 
     def results(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         rows = zip(

@@ -3,8 +3,8 @@
 Spark has no stateful operator with two inputs, so the two sides are unioned with a side tag
 (``side``: 0 left, 1 right; each side's value in its own column, ``lv`` or ``rv``, so the two
 value types need not agree) and grouped by *task*: the input partition when both sides are
-read straight from co-partitioned topics (as Kafka Streams' tasks), else the key's hash modulo
-the tasks (Kafka Streams' repartition topic's partitions). Each task runs a processor of
+read straight from co-partitioned topics (as Kafka Streams' tasks), else the key's partition of
+Kafka Streams' repartition topic (``engine.hash_task``). Each task runs a processor of
 :mod:`.join_logic` over the micro-batch in Kafka Streams' order, with its state in one pickled
 value (:mod:`.engine`), and emits ``(key, left, right, ts)`` rows; the joiner then computes the
 value from ``key``, ``left`` and ``right`` as a Spark expression or a vectorised Python function.
@@ -79,7 +79,7 @@ def pairs(
     right: Side,
     *,
     windows: Any = None,
-    tasks: int,
+    tasks: engine.Tasks,
     late_counter: Accumulator[int] | None = None,
     merged: frontier.Frontier | None = None,
 ) -> DataFrame:
@@ -96,7 +96,9 @@ def pairs(
         _tagged(1, right.frame, key_type, lv, rv, topic=on)
     )
     task: Column = (
-        F.col("partition") if left.partitioned and right.partitioned else engine.hash_task("key", tasks)
+        F.col("partition")
+        if left.partitioned and right.partitioned
+        else engine.hash_task(union, "key", tasks)
     )
     union = union.withColumn("task", task)
     processor = _processor(kind, how, windows)
@@ -176,7 +178,7 @@ def join(
     joiner: Logic,
     *,
     windows: Any = None,
-    tasks: int,
+    tasks: engine.Tasks,
     late_counter: Accumulator[int] | None = None,
     merged: frontier.Frontier | None = None,
 ) -> RecordFrame:
@@ -206,7 +208,7 @@ def global_join(
     key: Logic,
     joiner: Logic,
     left_join: bool,
-    tasks: int,
+    tasks: engine.Tasks,
 ) -> RecordFrame:
     """A stream joined with a GlobalKTable by a key extractor, without repartitioning the stream.
 
@@ -233,7 +235,7 @@ def global_join(
         F.col("value").cast(lv).alias("lv"),
         F.lit(None).cast(rv).alias("rv"),
         *columns,
-    ).withColumn("task", F.pmod(F.col("partition"), F.lit(tasks)).cast("int"))
+    ).withColumn("task", F.pmod(F.col("partition"), F.lit(tasks.count)).cast("int"))
     updates = table.df.select(
         F.lit(None).cast(out_key).alias("key"),
         F.col("key").cast(table_key).alias("jk"),
@@ -241,7 +243,7 @@ def global_join(
         F.lit(None).cast(lv).alias("lv"),
         F.col("value").cast(rv).alias("rv"),
         *columns,
-    ).withColumn("task", F.explode(F.sequence(F.lit(0), F.lit(tasks - 1))))
+    ).withColumn("task", F.explode(F.sequence(F.lit(0), F.lit(tasks.count - 1))))
     union = records.unionByName(updates)
     processor = join_logic.StreamTableJoin(left_join=left_join)
 

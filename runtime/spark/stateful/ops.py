@@ -106,14 +106,14 @@ def windowed_aggregate(
     emit: str = "updates",
     value: str | None = None,
     late_counter: Accumulator[int] | JvmCounter | None = None,
-    tasks: int | None = None,
+    tasks: engine.Tasks | None = None,
     merged: frontier.Frontier | None = None,
     jvm: bool = False,
 ) -> Windowed:
     """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
 
-    State lives per *task* (the input ``partition``, as in Kafka Streams; after a key change,
-    ``tasks`` of them by key hash, as a repartition topic would): its stream time is the running
+    State lives per *task* (the input ``partition``, as in Kafka Streams; after a key change, the
+    partitions of its repartition topic, ``tasks``: :func:`engine.hash_task`): its stream time is the running
     max of timestamps in :func:`engine.arrival_order`, computed vectorised per batch and carried
     across batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
     ``final`` (exactly one result per window, when stream time passes ``end + grace``).
@@ -135,7 +135,7 @@ def windowed_aggregate(
     if tasks is not None:
         # Kafka Streams' repartition topic after a key change: all records of a key in one task
         # (one stream time); the source partition stays in `sub` for the arrival order.
-        rows = rows.withColumn("partition", engine.hash_task("key", tasks))
+        rows = rows.withColumn("partition", engine.hash_task(rows, "key", tasks))
 
     schema = (
         f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "

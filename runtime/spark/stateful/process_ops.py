@@ -1,7 +1,7 @@
 """Custom processors on Spark: one ``transformWithStateInPandas`` grouped by task.
 
 Records are grouped by *task* (the input partition when the records still sit where Kafka put
-them, else the key's hash modulo the tasks: Kafka Streams' repartition topic's partitions), and each
+them, else the key's partition of Kafka Streams' repartition topic: ``engine.hash_task``), and each
 task runs :func:`.process_logic.run_round` over its micro-batch in Kafka Streams' order, with its
 state in one pickled value (as :mod:`.engine` keeps an aggregation's).
 

@@ -24,6 +24,7 @@ def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
     """The tests here set the session's task confs; the next test (another module's) starts without."""
     yield
     spark.conf.unset(checkpoints.TASKS_CONF)
+    spark.conf.unset(checkpoints.TASK_HASH_CONF)
     spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
@@ -82,7 +83,7 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
             (old / "offsets").mkdir(parents=True)
             (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
             assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
-            assert _record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4}
+            assert _record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark"}
             assert checkpoints.tasks(spark) == 4
         # A plan compiled without a checkpoint record: its state partitions.
         spark.conf.unset(checkpoints.TASKS_CONF)
@@ -218,3 +219,28 @@ def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSess
         assert [r["k"] for r in same] == list(range(64))
     finally:
         spark.conf.set(checkpoints.TASK_KEYS_CONF, "spread")
+
+
+def test_a_new_checkpoint_places_re_keyed_records_as_kafka_does_and_an_older_one_as_it_did(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """Kafka's partitioner on the serialised key (Kafka Streams' repartition topic) for a new
+    checkpoint; Spark's hash for one recorded before (its task-grouped state was placed so)."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        new = tmp_path / "new"
+        checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+        assert _record(new)["taskHash"] == "murmur2" and checkpoints.task_hash(spark) == "murmur2"
+        checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+        assert checkpoints.task_hash(spark) == "murmur2"
+        older = tmp_path / "older"  # recorded by the previous release: tasks, but no task hash
+        (older / "offsets").mkdir(parents=True)
+        (older / "streamapp.json").write_text(
+            json.dumps({"statePartitions": 2, "taskKeys": "spread", "tasks": 4})
+        )
+        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
+        assert _record(older)["taskHash"] == "spark" and checkpoints.task_hash(spark) == "spark"
+        spark.conf.unset(checkpoints.TASK_HASH_CONF)
+        assert checkpoints.task_hash(spark) == "murmur2"  # a plan compiled without a checkpoint
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before or "2")

@@ -12,11 +12,10 @@ import pathlib
 import sys
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
 from streamapp.runtime import StreamApp, StreamsConfig, manifest
 from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
+from streamapp.runtime.spark.stateful import engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -183,7 +182,10 @@ def test_after_a_key_change_there_are_as_many_tasks_as_input_partitions_whatever
     stream time, so the second key's old record is not late."""
     assert spark.sparkContext.master == "local[2]"
     candidates = spark.createDataFrame([(f"k{i}",) for i in range(40)], "k string")
-    task = dict(candidates.select("k", F.pmod(F.hash("k"), F.lit(4)).alias("t")).collect())
+    # Kafka's partitioner on the key's UTF-8 bytes: the repartition topic's partition, the task.
+    task = dict(
+        candidates.select("k", engine.hash_task(candidates, "k", engine.Tasks(4)).alias("t")).collect()
+    )
     first = next(k for k in task if task[k] == 0)
     second = next(k for k in task if task[k] == 2)  # task 2 of 4; task 0 of 2, as `first`
     source, out = new_topic(partitions=4), new_topic(partitions=1)

@@ -42,7 +42,7 @@ def _run(
     """Every declarative aggregator over the records in one query; rows as comparable tuples."""
     from pyspark.sql import functions as F
 
-    from streamapp.runtime.spark.stateful import aggregation, ops
+    from streamapp.runtime.spark.stateful import aggregation, engine, ops
 
     spark = harness.spark
     counter: Any = ops.JvmCounter(spark, "late") if jvm else spark.sparkContext.accumulator(0)
@@ -55,7 +55,14 @@ def _run(
             aggregation.count() if fn == "count" else aggregation.declarative(fn, "string" if text else "int")
         )
         out = ops.windowed_aggregate(
-            frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, jvm=jvm
+            frame,
+            spec,
+            aggregator,
+            emit=emit,
+            value=value,
+            late_counter=counter,
+            jvm=jvm,
+            tasks=None if tasks is None else engine.Tasks(tasks),
         ).df
         out = out.select(F.lit(fn).alias("fn"), *[c for c in out.columns if c != "value"],
                          F.col("value").cast("string").alias("value"))  # fmt: skip

@@ -107,6 +107,15 @@ public final class Scenarios {
   /** The manifest's declarative {@code sum}: a windowed aggregation hands a null value to the
    * aggregator, which adds nothing for it (SQL's sum skips nulls); the record still opens its
    * windows, moves stream time and the window's timestamp, as any record does in Kafka Streams. */
+  public static void tumblingRekeyed(StreamsBuilder b, Oracle.Io io) {
+    windowed(
+        stream(b, io.in(0))
+            .groupBy((k, v) -> v == null ? null : "g" + (num(v) % 5), Grouped.with(S, S))
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(5)))
+            .count(Materialized.with(S, L)),
+        io);
+  }
+
   public static void hoppingSum(StreamsBuilder b, Oracle.Io io) {
     windowed(
         byKey(keyed(stream(b, io.in(0))))
