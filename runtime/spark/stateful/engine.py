@@ -123,10 +123,14 @@ def hash_task(df: DataFrame, column: str, tasks: Tasks) -> Column:
     """The task of a record of ``df`` regrouped by ``column`` (its key, after a key change): the
     partition of the repartition topic Kafka Streams would write it to
     (``io.streamapp.spark.KafkaPartition``), or Spark's hash modulo the tasks (see :class:`Tasks`)."""
+    spark_hash = F.pmod(F.hash(column), F.lit(tasks.count)).cast("int")
     if tasks.partitioner == checkpoints.SPARK_HASH:
-        return F.pmod(F.hash(column), F.lit(tasks.count)).cast("int")
+        return spark_hash
     df.sparkSession.udf.registerJavaFunction(_KAFKA_PARTITION_UDF, "io.streamapp.spark.KafkaPartition", "int")
-    return F.call_udf(_KAFKA_PARTITION_UDF, _key_bytes(df, column, tasks.key_serde), F.lit(tasks.count))
+    kafka = F.call_udf(_KAFKA_PARTITION_UDF, _key_bytes(df, column, tasks.key_serde), F.lit(tasks.count))
+    # A null key (a left foreign-key join's row without a foreign key) has no partition in Kafka:
+    # it keeps the task Spark's hash gave it (hash(null) is the seed), one task like any key's.
+    return F.coalesce(kafka, spark_hash)
 
 
 def _key_bytes(df: DataFrame, column: str, serde: str) -> Column:

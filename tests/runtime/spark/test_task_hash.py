@@ -48,3 +48,15 @@ def test_the_task_is_kafkas_partition_of_the_serialised_key(
     spark_hash = df.select(engine.hash_task(df, "k", engine.Tasks(7, serde, "spark")).alias("t")).collect()
     kafka = df.select(engine.hash_task(df, "k", engine.Tasks(7, serde)).alias("t")).collect()
     assert spark_hash != kafka
+
+
+def test_a_null_key_has_a_task_as_any_key(spark: SparkSession) -> None:
+    """A left foreign-key join sends a row without a foreign key through the same tasks: a null
+    task would be a group of its own, apart from the task's other records."""
+    df = spark.createDataFrame([(None,), ("g1",)], "k string")
+    for partitions in (1, 3):
+        tasks = [
+            r["t"]
+            for r in df.select(engine.hash_task(df, "k", engine.Tasks(partitions)).alias("t")).collect()
+        ]
+        assert tasks[0] is not None and 0 <= tasks[0] < partitions
