@@ -60,6 +60,8 @@ def test_prometheus_scrapes_a_driver_and_the_operator_and_the_dashboard_has_data
     source, sink = new_topic(2), new_topic(1)
     app = manifest("metered", source=source, sink=sink, bootstrap=kafka_bootstrap)
     app["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
+    # The State rows panel needs the stores' row count, off by default (a read per state write).
+    app["spec"]["sparkConf"] = {"spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "true"}
     pod = deploy(streamapp_operator, app)
 
     container = pod["spec"]["containers"][0]

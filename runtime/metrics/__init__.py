@@ -68,12 +68,17 @@ class AppMetrics:
     """The metrics of one app's query, in a registry of their own (one per query, not global).
 
     ``sources`` and ``sinks`` are the app's input and output topics: their series exist from the
-    start (at 0), so a dashboard and an alert see an idle app, not a missing one.
+    start (at 0), so a dashboard and an alert see an idle app, not a missing one. ``state_rows``:
+    the state stores count their rows (``session.TRACK_STATE_ROWS``); without the count Spark
+    reports 0 rows, so ``streamapp_state_rows`` has no series rather than a wrong one.
     """
 
-    def __init__(self, *, app: str, namespace: str, sources: list[str], sinks: list[str]) -> None:
+    def __init__(
+        self, *, app: str, namespace: str, sources: list[str], sinks: list[str], state_rows: bool = True
+    ) -> None:
         self.registry = prometheus_client.CollectorRegistry()
         self.app, self.namespace = app, namespace
+        self.counts_state_rows = state_rows
         base = ["app", "namespace"]
 
         def counter(name: str, doc: str, labels: list[str]) -> prometheus_client.Counter:
@@ -126,7 +131,9 @@ class AppMetrics:
             [],
         )
         self.state_rows = gauge(
-            "streamapp_state_rows", "Rows (keys, windows) in each stateful operator's state.", ["operator"]
+            "streamapp_state_rows",
+            "Rows (keys, windows) in each stateful operator's state, where the state stores count them.",
+            ["operator"],
         )
         self.state_bytes = gauge(
             "streamapp_state_bytes", "Memory used by each stateful operator's state store.", ["operator"]
@@ -202,7 +209,8 @@ class AppMetrics:
             self._source(index, source, initial_offsets)
         for index, state in enumerate(progress.get("stateOperators") or []):
             name = f"{index}:{state.get('operatorName', 'state')}"
-            self.state_rows.labels(a, ns, name).set(_number(state.get("numRowsTotal")))
+            if self.counts_state_rows:
+                self.state_rows.labels(a, ns, name).set(_number(state.get("numRowsTotal")))
             self.state_bytes.labels(a, ns, name).set(_number(state.get("memoryUsedBytes")))
         newest: float | None = None
         for topic, (records, stamp) in (outputs or {}).items():

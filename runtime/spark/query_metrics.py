@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamapp.runtime import metrics
+from streamapp.runtime.spark import session
 
 __all__ = ["OBSERVATION", "PORT_ENV", "Attached", "Feed", "attach", "metrics_port", "observe"]
 
@@ -95,7 +96,11 @@ def attach(
     namespace = environ.get("STREAMAPP_NAMESPACE") or namespace or ""
     sinks = list(topology.sink_topics())
     app_metrics = metrics.AppMetrics(
-        app=name, namespace=namespace, sources=list(topology.source_topics()), sinks=sinks
+        app=name,
+        namespace=namespace,
+        sources=list(topology.source_topics()),
+        sinks=sinks,
+        state_rows=str(spark.conf.get(session.TRACK_STATE_ROWS, "true")).strip().lower() == "true",
     )
     observed = _observed(compiled, sinks)
     feed = Feed(

@@ -310,7 +310,9 @@ def batch_phases(path: pathlib.Path, since: float, full: int) -> dict[str, Any] 
         "last_over_first": round(mean_ms(last) / max(1.0, mean_ms(first)), 2),
         "phases_first_ms": {k: round(mean_ms(first, k)) for k in phases},
         "phases_last_ms": {k: round(mean_ms(last, k)) for k in phases},
-        "state_rows_last": sum(int(op.get("numRowsTotal", 0)) for op in docs[-1].get("stateOperators", [])),
+        # None where the state stores do not count their rows (session.TRACK_STATE_ROWS, off by default)
+        "state_rows_last": sum(int(op.get("numRowsTotal", 0)) for op in docs[-1].get("stateOperators", []))
+        or None,
     }
 
 
@@ -432,7 +434,8 @@ def _markdown(meta: dict[str, Any], results: list[dict[str, Any]]) -> str:
         f"{meta['args'].get('session_records', meta['args']['records']):,}). "
         "Drain of the records below after a warm-up; see tests/bench/windowed.py for what each column "
         "measures. Spark variants read at most the given records per micro-batch; *batch first/last* "
-        "is the mean duration of the drain's first and last 10 full micro-batches.",
+        "is the mean duration of the drain's first and last 10 full micro-batches. *State rows*: "
+        "counted only where RocksDB tracks them (`trackTotalNumberOfRows`, off by default).",
         "",
         "| topology | keys | variant | throughput rec/s | CPU-s / M | batch first → last ms (ratio) "
         "| state rows | state on disk MB | peak JVM / Python MB | start-up s | status |",
@@ -443,7 +446,7 @@ def _markdown(meta: dict[str, Any], results: list[dict[str, Any]]) -> str:
         batch = f"{b['first_ms']} → {b['last_ms']} ({b['last_over_first']}×)" if b else "–"
         lines.append(
             f"| {r['topology']} | {r['keys']:,} | {r['variant']} | {r.get('throughput_rps', '–'):,} "
-            f"| {r.get('cpu_s_per_million', '–')} | {batch} | {b.get('state_rows_last', '–')} "
+            f"| {r.get('cpu_s_per_million', '–')} | {batch} | {b.get('state_rows_last') or '–'} "
             f"| {r.get('state_mb', '–')} | {r.get('peak_jvm_rss_mb', '–')} / "
             f"{r.get('peak_python_rss_mb', '–')} "
             f"| {r.get('startup_s', '–')} | {r.get('status', '?')[:80]} |"

@@ -24,6 +24,8 @@ kind: StreamApp
 metadata: {{name: metered, namespace: team}}
 spec:
   kafka: {{bootstrapServers: "{bootstrap}"}}
+  # Off by default (a RocksDB read per state write): asked for, streamapp_state_rows has series.
+  sparkConf: {{spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows: "true"}}
   topology:
     defaults: {{keySerde: string, valueSerde: string}}
     streams:

@@ -114,3 +114,14 @@ def test_a_first_batch_whose_start_is_unknown_counts_nothing_for_several_topics(
     app_metrics.on_progress(_progress(0, None, {"a": {"0": 3}, "b": {"0": 4}}, None, 7))
     samples = _samples(app_metrics)
     assert _value(samples, "streamapp_records_in_total", topic="a") == 0
+
+
+def test_state_rows_have_no_series_where_the_stores_do_not_count_them() -> None:
+    # Spark reports numRowsTotal 0 when RocksDB does not track its rows (StreamApp's default).
+    app_metrics = metrics.AppMetrics(
+        app="wc", namespace="apps", sources=["a", "b"], sinks=["out"], state_rows=False
+    )
+    app_metrics.on_progress(_progress(0, None, {"a": {"0": 1}}, {"a": {"0": 1}}, 1))
+    samples = _samples(app_metrics)
+    assert not [key for key in samples if key[0] == "streamapp_state_rows"]
+    assert _value(samples, "streamapp_state_bytes", operator="0:transformWithStateExec") == 4096
