@@ -2,8 +2,8 @@
 
 Encodings match Kafka's own serializers byte for byte (``StringSerializer`` UTF-8,
 ``IntegerSerializer``/``LongSerializer`` big-endian two's complement, ``DoubleSerializer`` IEEE 754
-big-endian), so topics are shared with Java Kafka Streams apps. Integers are converted in the JVM
-with SQL functions; doubles, which Spark SQL cannot reinterpret, through a vectorised pandas UDF.
+big-endian), so topics are shared with Java Kafka Streams apps. Numbers are read and written by JVM UDFs
+(``KafkaSerdes.java``): Spark SQL cannot reinterpret bytes as a number under ANSI mode.
 A null stays null in both directions (a tombstone stays a tombstone).
 
 Decoding is strict: an ``int``/``long``/``double`` of the wrong length, a ``string`` that is not
@@ -17,35 +17,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-import numpy as np
-import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-__all__ = ["WIDTHS", "decode", "encode", "problem", "readable", "record_name"]
+__all__ = ["WIDTHS", "decode", "encode", "problem", "readable", "record_name", "windowed_key_text"]
 
 #: Byte widths of the fixed-width serdes (Kafka's IntegerSerializer, LongSerializer, DoubleSerializer).
 WIDTHS = {"int": 4, "long": 8, "double": 8}
-
-
-@F.pandas_udf(T.DoubleType())
-def _bytes_to_double(data: pd.Series) -> pd.Series:
-    out = np.full(len(data), np.nan)
-    # Only 8-byte values: a wrong length is reported by decode()'s check, never half-decoded here.
-    mask = data.map(lambda b: b is not None and len(b) == 8).to_numpy(dtype=bool)
-    if mask.any():
-        out[mask] = np.frombuffer(b"".join(data[mask]), dtype=">f8")
-    result = pd.Series(out)
-    result[~mask] = None
-    return result
-
-
-@F.pandas_udf(T.BinaryType())
-def _double_to_bytes(data: pd.Series) -> pd.Series:
-    mask = data.notna().to_numpy()
-    raw = data.to_numpy(dtype="float64", na_value=0.0).astype(">f8").tobytes()
-    return pd.Series([raw[8 * i : 8 * i + 8] if mask[i] else None for i in range(len(mask))], dtype=object)
 
 
 def problem(col: Column, serde: str) -> Column:
@@ -112,22 +90,46 @@ def readable(df: DataFrame, serdes: Mapping[str, str]) -> DataFrame:
 
 
 def _decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
-    hexed = F.hex(col)
     if serde == "bytes":
         return col
     if serde == "string":
         return col.cast("string")
-    if serde == "long":
-        return F.conv(hexed, 16, -10).cast("bigint")
-    if serde == "int":
-        sign = F.when(F.substring(hexed, 1, 1) >= F.lit("8"), F.lit("FFFFFFFF")).otherwise(F.lit("00000000"))
-        return F.when(col.isNull(), F.lit(None)).otherwise(F.conv(F.concat(sign, hexed), 16, -10).cast("int"))
+    if serde in ("long", "int"):
+        return F.call_udf(_udf(f"bytes_{serde}"), col)
     if serde == "double":
-        return _bytes_to_double(col)
+        return F.call_udf(_udf("bytes_double"), col)
     if serde == "json":
         text = col.cast("string")
         return F.from_json(text, schema) if schema else text
     raise ValueError(f"unknown serde {serde!r}")
+
+
+#: The JVM UDFs of ``io.streamapp.spark.KafkaSerdes`` (name suffix → class, return type).
+_JVM_UDFS = {
+    "long_bytes": ("LongBytes", "binary"),
+    "int_bytes": ("IntBytes", "binary"),
+    "bytes_long": ("BytesLong", "bigint"),
+    "bytes_int": ("BytesInt", "int"),
+    "double_bytes": ("DoubleBytes", "binary"),
+    "bytes_double": ("BytesDouble", "double"),
+    "windowed_key_text": ("WindowedKeyText", "binary"),
+}
+
+
+def _udf(name: str) -> str:
+    """The registered name of :data:`_JVM_UDFS` ``name`` in the active session (registered now:
+    registering again replaces it, and a query resolves it when its plan is analysed)."""
+    cls, returns = _JVM_UDFS[name]
+    registered = f"streamapp_{name}"
+    SparkSession.active().udf.registerJavaFunction(
+        registered, f"io.streamapp.spark.KafkaSerdes${cls}", returns
+    )
+    return registered
+
+
+def windowed_key_text(key: Column, start: Column, end: Column) -> Column:
+    """The bytes of the readable windowed key ``<key>@<start>/<end>`` (UTF-8; epoch ms)."""
+    return F.call_udf(_udf("windowed_key_text"), key.cast("string").cast("binary"), start, end)
 
 
 def encode(col: Column, serde: str, *, schema: str | None = None) -> Column:
@@ -136,12 +138,10 @@ def encode(col: Column, serde: str, *, schema: str | None = None) -> Column:
         return col.cast("binary")
     if serde == "string":
         return col.cast("string").cast("binary")
-    if serde == "long":
-        return F.unhex(F.lpad(F.hex(col.cast("bigint")), 16, "0"))
-    if serde == "int":
-        return F.unhex(F.substring(F.lpad(F.hex(col.cast("bigint")), 16, "0"), 9, 8))
+    if serde in ("long", "int"):
+        return F.call_udf(_udf(f"{serde}_bytes"), col.cast("bigint"))
     if serde == "double":
-        return _double_to_bytes(col.cast("double"))
+        return F.call_udf(_udf("double_bytes"), col.cast("double"))
     if serde == "json":
         # A declared schema means a struct column; a raw JSON string is written as it is.
         return (

@@ -496,7 +496,7 @@ class _Compiler:
             if key.name in ("string", "bytes"):
                 from streamapp.runtime.spark.stateful import ops  # noqa: PLC0415
 
-                return ops.windowed_key_text(F.col("key")).cast("binary")
+                return ops.windowed_key_text(F.col("key"))
             if key.name != "json":
                 raise errors.TopologyError(
                     f"{node.name}{f' ({node.path})' if node.path else ''}: a windowed key "

@@ -18,6 +18,7 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamapp.runtime.spark import codecs
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.spark.stateful import engine, frontier, windows
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
@@ -238,8 +239,8 @@ def _on_jvm(
 
 
 def windowed_key_text(key: Column) -> Column:
-    """The readable windowed key for Kafka: ``<key>@<start>/<end>`` (epoch milliseconds)."""
-    return F.concat(key["key"].cast("string"), F.lit("@"), key["start"], F.lit("/"), key["end"])
+    """The readable windowed key for Kafka: ``<key>@<start>/<end>`` (epoch milliseconds), as bytes."""
+    return codecs.windowed_key_text(key["key"], key["start"], key["end"])
 
 
 # -- KTables -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 CASES = {
     "int": ("i", [0, 1, -1, 256, 2**31 - 1, -(2**31), None]),
     "long": ("q", [0, 1, -1, 2**63 - 1, -(2**63), 1_700_000_000_000, None]),
-    "double": ("d", [0.0, 1.5, -2.25, 1e300, -0.0, None]),
+    "double": ("d", [0.0, 1.5, -2.25, 1e300, -0.0, float("inf"), float("-inf"), 5e-324, None]),
 }
 
 
@@ -31,6 +31,18 @@ def test_numeric_serdes_match_kafka_big_endian(spark: SparkSession, serde: str) 
     assert [r.v for r in decoded.collect()] == values
     reencoded = decoded.select(codecs.encode(F.col("v"), serde).alias("b"))
     assert [None if r.b is None else bytes(r.b) for r in reencoded.collect()] == [w[0] for w in wire]
+
+
+def test_a_double_nan_is_written_as_kafka_writes_it_not_as_a_tombstone(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark import codecs
+
+    nan = struct.pack(">d", float("nan"))  # Java's canonical NaN, 0x7ff8000000000000
+    df = spark.createDataFrame([(nan,)], "b binary").select(codecs.decode(F.col("b"), "double").alias("v"))
+    assert [r.v != r.v for r in df.collect()] == [True]  # NaN, not null
+    written = df.select(codecs.encode(F.col("v"), "double").alias("b")).collect()
+    assert [bytes(r.b) for r in written] == [nan]
 
 
 def test_string_and_json_serdes(spark: SparkSession) -> None:
