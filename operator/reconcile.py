@@ -664,7 +664,7 @@ def _state(app: models.StreamApp, recorded: Mapping[str, Any] | None) -> dict[st
     return {
         "checkpoint": checkpoint,
         "version": state.VERSION,
-        "steps": state.fingerprint(topology, kept=state.kept_on_engine(topology, before)),
+        "steps": state.resumed(topology, before)[1],
     }
 
 

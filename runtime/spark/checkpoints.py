@@ -102,10 +102,9 @@ def engine_windows(spark: SparkSession) -> frozenset[str]:
     return frozenset(n for n in names.split(",") if n)
 
 
-def recorded_steps(spark: SparkSession, checkpoint: str) -> list[dict[str, Any]] | None:
-    """The stateful steps recorded with ``checkpoint`` (its fingerprint); None without one (a new
-    checkpoint, or one recorded in another fingerprint version)."""
-    record = read_record(spark, checkpoint)
+def recorded_steps(record: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The stateful steps of a checkpoint's ``record`` (:func:`read_record`; its fingerprint);
+    None without one (a new checkpoint, or one recorded in another fingerprint version)."""
     recorded = (record or {}).get("state") or {}
     return recorded.get("steps") if recorded.get("version") == state.VERSION else None
 
@@ -160,6 +159,13 @@ def delete(spark: SparkSession, location: str) -> None:
         fs.delete(path, True)
 
 
+class _Unread:
+    """The record not read yet (:func:`state_partitions`)."""
+
+
+_UNREAD = _Unread()
+
+
 def _has_spark_state(spark: SparkSession, checkpoint: str) -> bool:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -176,6 +182,7 @@ def state_partitions(
     tasks: int | None = None,
     field: str = "spec.statePartitions",
     steps: list[dict[str, Any]] | None = None,
+    record: dict[str, Any] | _Unread | None = _UNREAD,
 ) -> int:
     """The state partitions to run with; sets them on the session (call before the query starts).
 
@@ -183,13 +190,15 @@ def state_partitions(
     and a different ``requested`` is an error naming ``field``. ``tasks`` (default: as many as
     state partitions) is recorded for a new checkpoint and kept for an existing one; both are set
     on the session. ``steps`` (the topology's state fingerprint) is recorded likewise; different
-    recorded steps raise :class:`errors.IncompatibleState`.
+    recorded steps raise :class:`errors.IncompatibleState`. ``record``: the checkpoint's record
+    as the caller read it (:func:`read_record`), else it is read here.
     """
     if tasks is not None and tasks < 1:
         raise ValueError(f"tasks must be at least 1, not {tasks}")
     if requested is not None and requested < 1:
         raise errors.StreamAppError(f"{field} must be at least 1, not {requested}")
-    record = read_record(spark, checkpoint)
+    if isinstance(record, _Unread):
+        record = read_record(spark, checkpoint)
     # Whether Spark state exists matters only for a checkpoint whose record is missing or older.
     has_state = (record is None or "taskKeys" not in record) and _has_spark_state(spark, checkpoint)
     if record is None and has_state:

@@ -372,7 +372,8 @@ def start(
         tasks = max((n for t, n in (input_partitions or {}).items() if t not in global_topics), default=1)
         slots = local_slots(spark.sparkContext.master)
         # Windowed aggregations whose state the checkpoint's Python engine wrote stay there.
-        kept = state.kept_on_engine(topology, checkpoints.recorded_steps(spark, checkpoint))
+        record = checkpoints.read_record(spark, checkpoint)
+        kept, steps = state.resumed(topology, checkpoints.recorded_steps(record))
         spark.conf.set(checkpoints.ENGINE_WINDOWS_CONF, ",".join(sorted(kept)))
         partitions = checkpoints.state_partitions(
             spark,
@@ -381,7 +382,8 @@ def start(
             # Locally, a state partition per task slot at most: each costs every micro-batch time.
             default=tasks if slots is None else min(tasks, slots),
             tasks=tasks,
-            steps=state.fingerprint(topology, kept=kept),
+            steps=steps,
+            record=record,
         )
         # The real-time trigger accepts no observations (it never ends a batch to report them).
         counting = count and topology.trigger()[0] != "real-time" and trigger != "real-time"

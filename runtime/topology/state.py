@@ -34,6 +34,7 @@ __all__ = [
     "fingerprint",
     "kept_on_engine",
     "needs_engine",
+    "resumed",
     "source_topics",
     "windows_on_jvm",
 ]
@@ -241,6 +242,16 @@ def fingerprint(topology: graph.Topology, *, kept: frozenset[str] = frozenset())
     return out
 
 
+def resumed(
+    topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None
+) -> tuple[frozenset[str], list[dict[str, Any]]]:
+    """What resuming from ``recorded`` steps runs: the windowed aggregations kept on the engine
+    (:func:`kept_on_engine`) and the fingerprint with them (computed once unless one is kept)."""
+    today = fingerprint(topology)
+    kept = _kept(topology, recorded, today)
+    return kept, (fingerprint(topology, kept=kept) if kept else today)
+
+
 def kept_on_engine(topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
     """The windowed aggregations :func:`windows_on_jvm` would run on the JVM whose ``recorded``
     step (the checkpoint's fingerprint, or the running revision's in the status; steps match by
@@ -248,7 +259,12 @@ def kept_on_engine(topology: graph.Topology, recorded: Sequence[Mapping[str, Any
     the engine, which runs every window kind: a checkpoint written before a window kind moved to
     the JVM resumes where it was, rather than being refused (or misread). A reset (a fresh
     checkpoint) moves them."""
-    today = fingerprint(topology)
+    return _kept(topology, recorded, fingerprint(topology))
+
+
+def _kept(
+    topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None, today: list[dict[str, Any]]
+) -> frozenset[str]:
     if not recorded or len(recorded) != len(today):
         return frozenset()  # nothing recorded, or another plan (refused by :func:`changes`)
     kept = set()

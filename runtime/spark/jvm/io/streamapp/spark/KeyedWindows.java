@@ -117,7 +117,19 @@ final class KeyedWindows {
 
     Key(Object key) {
       this.key = key;
-      this.hash = key instanceof byte[] ? Arrays.hashCode((byte[]) key) : Objects.hashCode(key);
+      this.hash = hash(key);
+    }
+
+    /** A record key's hash by content (a byte[] key too). */
+    static int hash(Object key) {
+      return key instanceof byte[] ? Arrays.hashCode((byte[]) key) : Objects.hashCode(key);
+    }
+
+    /** Whether two record keys are equal by content (byte[] keys too). */
+    static boolean same(Object a, Object b) {
+      return a instanceof byte[] && b instanceof byte[]
+          ? Arrays.equals((byte[]) a, (byte[]) b)
+          : Objects.equals(a, b);
     }
 
     Row row() {
@@ -137,10 +149,7 @@ final class KeyedWindows {
       if (!(other instanceof Key)) {
         return false;
       }
-      Object k = ((Key) other).key;
-      return key instanceof byte[] && k instanceof byte[]
-          ? Arrays.equals((byte[]) key, (byte[]) k)
-          : Objects.equals(key, k);
+      return same(key, ((Key) other).key);
     }
   }
 

@@ -250,8 +250,7 @@ public final class TimeWindowAggregation {
     Window(Object key, long start) {
       this.key = key;
       this.start = start;
-      int h = key instanceof byte[] ? Arrays.hashCode((byte[]) key) : java.util.Objects.hashCode(key);
-      this.hash = 31 * h + Long.hashCode(start);
+      this.hash = 31 * KeyedWindows.Key.hash(key) + Long.hashCode(start);
     }
 
     /** The (key, start) row the map state is keyed by (made once). */
@@ -273,10 +272,7 @@ public final class TimeWindowAggregation {
         return false;
       }
       Window w = (Window) other;
-      return start == w.start
-          && (key instanceof byte[] && w.key instanceof byte[]
-              ? Arrays.equals((byte[]) key, (byte[]) w.key)
-              : java.util.Objects.equals(key, w.key));
+      return start == w.start && KeyedWindows.Key.same(key, w.key);
     }
   }
 
