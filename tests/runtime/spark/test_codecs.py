@@ -43,6 +43,14 @@ def test_a_double_nan_is_written_as_kafka_writes_it_not_as_a_tombstone(spark: Sp
     assert [r.v != r.v for r in df.collect()] == [True]  # NaN, not null
     written = df.select(codecs.encode(F.col("v"), "double").alias("b")).collect()
     assert [bytes(r.b) for r in written] == [nan]
+    # Kafka's DoubleSerializer writes every NaN as the one NaN (Double.doubleToLongBits).
+    payload = bytes.fromhex("7ff0000000000001")
+    again = (
+        spark.createDataFrame([(payload,)], "b binary")
+        .select(codecs.encode(codecs.decode(F.col("b"), "double"), "double").alias("b"))
+        .collect()
+    )
+    assert [bytes(r.b) for r in again] == [nan]
 
 
 def test_string_and_json_serdes(spark: SparkSession) -> None:

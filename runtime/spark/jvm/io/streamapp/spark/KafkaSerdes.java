@@ -75,14 +75,14 @@ public final class KafkaSerdes {
     }
   }
 
-  /** Kafka's {@code DoubleSerializer}: the IEEE 754 bits, 8 bytes big-endian. */
+  /** Kafka's {@code DoubleSerializer}: {@code doubleToLongBits} (one NaN), 8 bytes big-endian. */
   public static final class DoubleBytes implements UDF1<Double, byte[]> {
     private static final long serialVersionUID = 1L;
     private final LongBytes bits = new LongBytes();
 
     @Override
     public byte[] call(Double value) {
-      return value == null ? null : bits.call(Double.doubleToRawLongBits(value));
+      return value == null ? null : bits.call(Double.doubleToLongBits(value));
     }
   }
 
