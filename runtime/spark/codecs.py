@@ -17,8 +17,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from streamapp.runtime.spark import jvm_udfs
 
 __all__ = ["WIDTHS", "decode", "encode", "problem", "readable", "record_name", "windowed_key_text"]
 
@@ -95,41 +97,18 @@ def _decode(col: Column, serde: str, *, schema: str | None = None) -> Column:
     if serde == "string":
         return col.cast("string")
     if serde in ("long", "int"):
-        return F.call_udf(_udf(f"bytes_{serde}"), col)
+        return jvm_udfs.call(f"bytes_{serde}", col)
     if serde == "double":
-        return F.call_udf(_udf("bytes_double"), col)
+        return jvm_udfs.call("bytes_double", col)
     if serde == "json":
         text = col.cast("string")
         return F.from_json(text, schema) if schema else text
     raise ValueError(f"unknown serde {serde!r}")
 
 
-#: The JVM UDFs of ``io.streamapp.spark.KafkaSerdes`` (name suffix → class, return type).
-_JVM_UDFS = {
-    "long_bytes": ("LongBytes", "binary"),
-    "int_bytes": ("IntBytes", "binary"),
-    "bytes_long": ("BytesLong", "bigint"),
-    "bytes_int": ("BytesInt", "int"),
-    "double_bytes": ("DoubleBytes", "binary"),
-    "bytes_double": ("BytesDouble", "double"),
-    "windowed_key_text": ("WindowedKeyText", "binary"),
-}
-
-
-def _udf(name: str) -> str:
-    """The registered name of :data:`_JVM_UDFS` ``name`` in the active session (registered now:
-    registering again replaces it, and a query resolves it when its plan is analysed)."""
-    cls, returns = _JVM_UDFS[name]
-    registered = f"streamapp_{name}"
-    SparkSession.active().udf.registerJavaFunction(
-        registered, f"io.streamapp.spark.KafkaSerdes${cls}", returns
-    )
-    return registered
-
-
 def windowed_key_text(key: Column, start: Column, end: Column) -> Column:
     """The bytes of the readable windowed key ``<key>@<start>/<end>`` (UTF-8; epoch ms)."""
-    return F.call_udf(_udf("windowed_key_text"), key.cast("string").cast("binary"), start, end)
+    return jvm_udfs.call("windowed_key_text", key.cast("string").cast("binary"), start, end)
 
 
 def encode(col: Column, serde: str, *, schema: str | None = None) -> Column:
@@ -139,9 +118,9 @@ def encode(col: Column, serde: str, *, schema: str | None = None) -> Column:
     if serde == "string":
         return col.cast("string").cast("binary")
     if serde in ("long", "int"):
-        return F.call_udf(_udf(f"{serde}_bytes"), col.cast("bigint"))
+        return jvm_udfs.call(f"{serde}_bytes", col.cast("bigint"))
     if serde == "double":
-        return F.call_udf(_udf("double_bytes"), col.cast("double"))
+        return jvm_udfs.call("double_bytes", col.cast("double"))
     if serde == "json":
         # A declared schema means a struct column; a raw JSON string is written as it is.
         return (

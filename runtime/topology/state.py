@@ -259,7 +259,7 @@ def kept_on_engine(topology: graph.Topology, recorded: Sequence[Mapping[str, Any
     the engine, which runs every window kind: a checkpoint written before a window kind moved to
     the JVM resumes where it was, rather than being refused (or misread). A reset (a fresh
     checkpoint) moves them."""
-    return _kept(topology, recorded, fingerprint(topology))
+    return resumed(topology, recorded)[0]
 
 
 def _kept(

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamapp.runtime.spark import checkpoints, codecs
+from streamapp.runtime.spark import checkpoints, codecs, jvm_udfs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
@@ -116,9 +116,6 @@ class Tasks:
     partitioner: str = checkpoints.MURMUR2
 
 
-_KAFKA_PARTITION_UDF = "streamapp_kafka_partition"
-
-
 def hash_task(df: DataFrame, column: str, tasks: Tasks) -> Column:
     """The task of a record of ``df`` regrouped by ``column`` (its key, after a key change): the
     partition of the repartition topic Kafka Streams would write it to
@@ -126,8 +123,8 @@ def hash_task(df: DataFrame, column: str, tasks: Tasks) -> Column:
     spark_hash = F.pmod(F.hash(column), F.lit(tasks.count)).cast("int")
     if tasks.partitioner == checkpoints.SPARK_HASH:
         return spark_hash
-    df.sparkSession.udf.registerJavaFunction(_KAFKA_PARTITION_UDF, "io.streamapp.spark.KafkaPartition", "int")
-    kafka = F.call_udf(_KAFKA_PARTITION_UDF, _key_bytes(df, column, tasks.key_serde), F.lit(tasks.count))
+    key = _key_bytes(df, column, tasks.key_serde)
+    kafka = jvm_udfs.call("kafka_partition", key, F.lit(tasks.count), spark=df.sparkSession)
     # A null key (a left foreign-key join's row without a foreign key) has no partition in Kafka:
     # it keeps the task Spark's hash gave it (hash(null) is the seed), one task like any key's.
     return F.coalesce(kafka, spark_hash)
@@ -164,17 +161,13 @@ def run_by_task(df: DataFrame, task: str, step: Step, output_schema: str) -> Dat
     return run(with_task_key(df, task), TASK_KEY, step, output_schema)
 
 
-_TASK_KEY_UDF = "streamapp_task_key"
-
-
 def task_key(spark: SparkSession, task: Column) -> Column:
     """The grouping key of task number ``task``: the key Spark's hash partitioning puts in state
     partition ``task mod n`` (``io.streamapp.spark.TaskKey``), or the task number itself for a
     checkpoint whose state is keyed that way (its record says; see ``checkpoints.TASK_KEYS_CONF``)."""
     if spark.conf.get(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD) != checkpoints.SPREAD:
         return task
-    spark.udf.registerJavaFunction(_TASK_KEY_UDF, "io.streamapp.spark.TaskKey", "int")
-    return F.call_udf(_TASK_KEY_UDF, task.cast("int"))
+    return jvm_udfs.call("task_key", task.cast("int"), spark=spark)
 
 
 def as_record_frame(df: DataFrame, key: Any = None) -> RecordFrame:
