@@ -25,6 +25,8 @@ state partitions, and independent of them: any number of tasks spreads over any 
 partitions. An older checkpoint, whose tasks were its state partitions, records that. How a
 record finds its task (``taskHash``, :data:`TASK_HASH_CONF`) is Kafka's partitioner on the
 serialised key, as Kafka Streams' repartition topic; an older checkpoint keeps Spark's hash.
+The JVM's windowed aggregations key their state by a text key's bytes (``windowKeys``,
+:data:`WINDOW_KEYS_CONF`); an older checkpoint keeps the strings its state holds.
 
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "BYTES_KEYS",
     "ENGINE_WINDOWS_CONF",
     "FILE",
     "MURMUR2",
@@ -50,12 +53,15 @@ __all__ = [
     "TASKS_CONF",
     "TASK_HASH_CONF",
     "TASK_KEYS_CONF",
+    "TEXT_KEYS",
+    "WINDOW_KEYS_CONF",
     "engine_windows",
     "read_record",
     "recorded_steps",
     "state_partitions",
     "task_hash",
     "tasks",
+    "window_keys",
 ]
 
 FILE = "streamapp.json"
@@ -79,6 +85,13 @@ TASKS_CONF = "streamapp.tasks"
 TASK_HASH_CONF = "streamapp.taskHash"
 MURMUR2, SPARK_HASH = "murmur2", "spark"
 
+#: The session conf that says how the JVM's windowed aggregations key their state by a text
+#: record key (``windowKeys`` in the record): ``bytes``, its UTF-8 bytes as read from Kafka (no
+#: decoding into a Java string and encoding back for every state read, write and output row);
+#: ``text``, a string, for a checkpoint recorded before, whose state holds string keys.
+WINDOW_KEYS_CONF = "streamapp.windowKeys"
+BYTES_KEYS, TEXT_KEYS = "bytes", "text"
+
 #: The session conf naming the windowed aggregations (comma-separated node names) whose state the
 #: checkpoint's Python engine wrote, though the JVM would run them today: they stay on the engine
 #: (:func:`streamapp.runtime.topology.state.kept_on_engine`).
@@ -88,6 +101,12 @@ ENGINE_WINDOWS_CONF = "streamapp.engineWindows"
 def task_hash(spark: SparkSession) -> str:
     """How re-keyed records find their task (:data:`TASK_HASH_CONF`; Kafka's way without a checkpoint)."""
     return str(spark.conf.get(TASK_HASH_CONF, None) or MURMUR2)
+
+
+def window_keys(spark: SparkSession) -> str:
+    """How the JVM's windowed aggregations key their state by a text key (:data:`WINDOW_KEYS_CONF`;
+    bytes without a checkpoint)."""
+    return str(spark.conf.get(WINDOW_KEYS_CONF, None) or BYTES_KEYS)
 
 
 def tasks(spark: SparkSession) -> int:
@@ -216,6 +235,10 @@ def state_partitions(
             **record,
         }
         _write_record(spark, checkpoint, record)
+    if record is not None and "windowKeys" not in record:
+        # Recorded before the JVM's windows keyed their state by a text key's bytes: strings.
+        record = {**record, "windowKeys": TEXT_KEYS}
+        _write_record(spark, checkpoint, record)
     if record is None:
         partitions = requested or default
         record = {
@@ -224,6 +247,7 @@ def state_partitions(
             "createdAtMs": int(time.time() * 1000),
             "taskKeys": SPREAD,
             "taskHash": MURMUR2,
+            "windowKeys": BYTES_KEYS,
         }
         if steps is not None:
             record["state"] = {"version": state.VERSION, "steps": steps}
@@ -250,4 +274,5 @@ def state_partitions(
     spark.conf.set(TASK_KEYS_CONF, str(record["taskKeys"]))
     spark.conf.set(TASKS_CONF, str(record["tasks"]))
     spark.conf.set(TASK_HASH_CONF, str(record["taskHash"]))
+    spark.conf.set(WINDOW_KEYS_CONF, str(record["windowKeys"]))
     return partitions

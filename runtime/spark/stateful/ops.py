@@ -17,8 +17,9 @@ import pandas as pd
 from pyspark.accumulators import Accumulator
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from streamapp.runtime.spark import codecs
+from streamapp.runtime.spark import checkpoints, codecs
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.spark.stateful import engine, frontier, windows
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
@@ -223,6 +224,15 @@ def _on_jvm(
     spark = rows.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None and aggregator.name is not None
+    # A text key is kept as the bytes Kafka gave (checkpoints.WINDOW_KEYS_CONF): the state's key,
+    # and the output's until the string the plan expects.
+    text_as_bytes = (
+        isinstance(rows.schema["key"].dataType, T.StringType)
+        and checkpoints.window_keys(spark) == checkpoints.BYTES_KEYS
+    )
+    if text_as_bytes:
+        rows = rows.withColumn("key", F.col("key").cast("binary"))
+        schema = schema.replace(", key string,", ", key binary,", 1)
     keyed = engine.with_task_key(rows, "partition")._jdf
     value_type = rows.schema["value"].dataType.json()
     late = late_counter.jvm if late_counter is not None else None
@@ -235,7 +245,8 @@ def _on_jvm(
         jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
             keyed, spec.size, spec.advance, spec.grace, *tail
         )
-    return DataFrame(jdf, spark)
+    out = DataFrame(jdf, spark)
+    return out.withColumn("key", F.col("key").cast("string")) if text_as_bytes else out
 
 
 def windowed_key_text(key: Column) -> Column:

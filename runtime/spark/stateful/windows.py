@@ -27,12 +27,14 @@ once, when the window closes) and ``late`` (one per dropped record-window contri
 from __future__ import annotations
 
 import dataclasses
+import math
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
 
-__all__ = ["EMITS", "Out", "Windows", "new_state", "process"]
+__all__ = ["EMITS", "Out", "Windows", "key_order", "new_state", "process"]
 
 EMITS = ("updates", "final")
 
@@ -301,6 +303,21 @@ def _kept(spec: Windows, end: int, now: int) -> bool:
     return end >= now - spec.grace - 2 * spec.size
 
 
+def key_order(key: Any) -> tuple[int, Any]:
+    """Kafka Streams' order of record keys whose windows close together: their serialised bytes,
+    unsigned (a text key's UTF-8, an integer's big-endian two's complement, a float's IEEE bits),
+    as ``KeyedWindows.Key.compare`` on the JVM; other keys by their text."""
+    if isinstance(key, str):
+        return (0, key.encode())
+    if isinstance(key, (bytes, bytearray)):
+        return (0, bytes(key))
+    if isinstance(key, int) and not isinstance(key, bool):
+        return (1, key & 0xFFFF_FFFF_FFFF_FFFF)
+    if isinstance(key, float):  # every NaN as Java's one NaN
+        return (1, struct.unpack(">Q", struct.pack(">d", math.nan if math.isnan(key) else key))[0])
+    return (2, repr(key))
+
+
 def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
     """Emit-final rows for windows the stream time has closed; evict their state."""
     now = state["t"]
@@ -308,7 +325,7 @@ def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
         return []
     windows: dict[tuple[Any, int, int], list[Any]] = state["w"]
     done = sorted(
-        (w for w in windows if _threshold(spec, w[2]) <= now), key=lambda w: (w[2], w[1], repr(w[0]))
+        (w for w in windows if _threshold(spec, w[2]) <= now), key=lambda w: (w[2], w[1], key_order(w[0]))
     )
     out: list[Out] = []
     for window in done:

@@ -25,6 +25,7 @@ def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
     yield
     spark.conf.unset(checkpoints.TASKS_CONF)
     spark.conf.unset(checkpoints.TASK_HASH_CONF)
+    spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
     spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
@@ -83,7 +84,9 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
             (old / "offsets").mkdir(parents=True)
             (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
             assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
-            assert _record(old) == {"statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark"}
+            assert _record(old) == {
+                "statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark", "windowKeys": "text"
+            }  # fmt: skip
             assert checkpoints.tasks(spark) == 4
         # A plan compiled without a checkpoint record: its state partitions.
         spark.conf.unset(checkpoints.TASKS_CONF)
@@ -244,3 +247,26 @@ def test_a_new_checkpoint_places_re_keyed_records_as_kafka_does_and_an_older_one
         assert checkpoints.task_hash(spark) == "murmur2"  # a plan compiled without a checkpoint
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
+
+
+def test_a_new_checkpoint_keys_window_state_by_a_text_keys_bytes_and_an_older_one_by_strings(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """The JVM's windowed aggregations keep a text key as its bytes in a new checkpoint's state;
+    a checkpoint recorded before keeps strings (its state holds them: Spark refuses another key
+    schema), also after a restart."""
+    new = tmp_path / "new"
+    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+    assert _record(new)["windowKeys"] == "bytes" and checkpoints.window_keys(spark) == "bytes"
+    older = tmp_path / "older"  # recorded by the previous release: everything but the window keys
+    (older / "offsets").mkdir(parents=True)
+    recorded = {"statePartitions": 2, "taskKeys": "spread", "tasks": 4, "taskHash": "murmur2"}
+    (older / "streamapp.json").write_text(json.dumps(recorded))
+    for _restart in range(2):
+        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
+        assert _record(older) == {**recorded, "windowKeys": "text"}
+        assert checkpoints.window_keys(spark) == "text"
+    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+    assert checkpoints.window_keys(spark) == "bytes"
+    spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
+    assert checkpoints.window_keys(spark) == "bytes"  # a plan compiled without a checkpoint

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pathlib
+import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,15 @@ class Harness:
         self.spark, self.root = spark, root
 
     def frame(
-        self, records: Sequence[Rec], *, split: Sequence[int] | None = None, per_trigger: int = 1
+        self,
+        records: Sequence[Rec],
+        *,
+        split: Sequence[int] | None = None,
+        per_trigger: int = 1,
+        key_serde: str = "string",
     ) -> RecordFrame:
-        """A record frame of ``records`` (string key and value) in files of ``split`` records each."""
+        """A record frame of ``records`` (string values; keys of ``key_serde``, string or long) in
+        files of ``split`` records each."""
         from streamapp.runtime.spark import filetopics, frames
 
         topics = filetopics.FileTopics(self.root / f"topics-{next(_runs)}")
@@ -40,7 +47,7 @@ class Harness:
                 "in",
                 [
                     filetopics.InputRecord(
-                        key=None if r[0] is None else str(r[0]).encode(),
+                        key=None if r[0] is None else _key_bytes(r[0], key_serde),
                         value=None if r[1] is None else str(r[1]).encode(),
                         timestamp_ms=r[2],
                         partition=r[3] if len(r) > 3 else 0,
@@ -54,7 +61,7 @@ class Harness:
             .option("maxFilesPerTrigger", str(per_trigger))
             .parquet(str(topics.folder("in")))
         )
-        return frames.RecordFrame.from_kafka(raw, key_serde="string", value_serde="string")
+        return frames.RecordFrame.from_kafka(raw, key_serde=key_serde, value_serde="string")
 
     def drain(self, df: DataFrame) -> list[dict[str, Any]]:
         """Run ``df`` (available-now) and return every row, with ``timestamp`` as epoch ms."""
@@ -86,3 +93,11 @@ def table_view(rows: Sequence[dict[str, Any]], key: Callable[[dict[str, Any]], A
     for row in rows:
         view[key(row)] = row["value"]
     return {k: v for k, v in view.items() if v is not None}
+
+
+def _key_bytes(key: Any, serde: str) -> bytes:
+    """A key as Kafka's serializer for ``serde`` writes it."""
+    if serde == "long":
+        return struct.pack(">q", key)
+    assert serde == "string", serde
+    return str(key).encode()

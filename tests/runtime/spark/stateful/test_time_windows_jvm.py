@@ -181,3 +181,61 @@ def test_a_sliding_window_beyond_the_tasks_retention_is_not_found(harness: Harne
     assert [r for r in rows[False] if r[0] == "late"] == [("late", "a", 18 * S, 28 * S)]
     assert late[False] == 1
     assert (rows[True], late[True]) == (rows[False], late[False])
+
+
+@pytest.mark.parametrize(
+    ("serde", "keys", "order", "window_keys"),
+    [
+        # Long keys as big-endian two's complement: 9 before 10 (their text put "10" first), a
+        # negative key last.
+        ("long", [10, -1, 9, 2**40], [9, 10, 2**40, -1], "bytes"),
+        # Text keys as UTF-8: U+FFFD (EF BF BD) before U+1F600 (F0 ...), whose UTF-16 comes first.
+        ("string", ["b", "\U0001f600", "z", "\ufffd", "a"], ["a", "b", "z", "\ufffd", "\U0001f600"], "bytes"),
+        ("string", ["b", "\U0001f600", "z", "\ufffd", "a"], ["a", "b", "z", "\ufffd", "\U0001f600"], "text"),
+    ],
+)
+def test_windows_closing_together_emit_in_the_order_of_their_serialised_keys(
+    harness: Harness, serde: str, keys: list[Any], order: list[Any], window_keys: str
+) -> None:
+    """Kafka Streams emits the final results of windows that close on one record in the order of
+    their serialised keys, unsigned (its window store's and suppression buffer's order), on both
+    engines. The JVM ordered keys by their text before: "10" before "9", and a bytes key (a text
+    key's state, ``window_keys`` bytes) by its identity hash."""
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark import checkpoints
+    from streamapp.runtime.spark.stateful import aggregation, ops
+    from streamapp.runtime.spark.stateful.windows import Windows
+
+    records = [(k, "x", T0 + i * S, 0) for i, k in enumerate(keys)] + [(keys[0], "x", T0 + 60 * S, 0)]
+    spark = harness.spark
+    spark.conf.set(checkpoints.WINDOW_KEYS_CONF, window_keys)
+    try:
+        for jvm in (False, True):
+            counter: Any = ops.JvmCounter(spark, "late") if jvm else spark.sparkContext.accumulator(0)
+            out = ops.windowed_aggregate(
+                harness.frame(records, key_serde=serde), Windows.tumbling(20 * S, grace=10 * S),
+                aggregation.count(), emit="final", late_counter=counter, jvm=jvm,
+            ).df  # fmt: skip
+            rows = harness.drain(out.where(F.col("kind") == "final"))
+            assert [r["key"] for r in rows] == order, ("jvm" if jvm else "python", rows)
+            assert [r["value"] for r in rows] == [1] * len(keys)
+    finally:
+        spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
+
+
+@pytest.mark.parametrize(
+    ("kind", "emit"), [("tumbling", "final"), ("session", "updates"), ("sliding", "final")]
+)
+def test_a_checkpoint_whose_window_state_holds_text_keys_gives_the_same_rows(
+    harness: Harness, kind: str, emit: str
+) -> None:
+    """A checkpoint recorded before the JVM kept a text key's bytes (``windowKeys`` text) keeps
+    string keys in its state, with the same rows."""
+    from streamapp.runtime.spark import checkpoints
+
+    harness.spark.conf.set(checkpoints.WINDOW_KEYS_CONF, checkpoints.TEXT_KEYS)
+    try:
+        _compare(harness, ("count", "max"), kind, emit, None)
+    finally:
+        harness.spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)

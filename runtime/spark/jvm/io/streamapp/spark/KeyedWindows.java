@@ -1,5 +1,6 @@
 package io.streamapp.spark;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -125,6 +126,32 @@ final class KeyedWindows {
       return key instanceof byte[] ? Arrays.hashCode((byte[]) key) : Objects.hashCode(key);
     }
 
+    /**
+     * Kafka Streams' order of record keys where windows close together: the order of their
+     * serialised bytes, unsigned (its stores' and suppression buffer's): a text key's UTF-8, a
+     * long or int key's big-endian two's complement, a double's IEEE bits. Other keys (structs)
+     * by their text.
+     */
+    static int compare(Object a, Object b) {
+      if (a instanceof byte[] x && b instanceof byte[] y) {
+        return Arrays.compareUnsigned(x, y);
+      }
+      if (a instanceof String x && b instanceof String y) {
+        return Arrays.compareUnsigned(
+            x.getBytes(StandardCharsets.UTF_8), y.getBytes(StandardCharsets.UTF_8));
+      }
+      if (a instanceof Long x && b instanceof Long y) {
+        return Long.compareUnsigned(x, y);
+      }
+      if (a instanceof Integer x && b instanceof Integer y) {
+        return Integer.compareUnsigned(x, y);
+      }
+      if (a instanceof Double x && b instanceof Double y) {
+        return Long.compareUnsigned(Double.doubleToLongBits(x), Double.doubleToLongBits(y));
+      }
+      return String.valueOf(a).compareTo(String.valueOf(b));
+    }
+
     /** Whether two record keys are equal by content (byte[] keys too). */
     static boolean same(Object a, Object b) {
       return a instanceof byte[] && b instanceof byte[]
@@ -162,11 +189,14 @@ final class KeyedWindows {
    */
   abstract static class Keys<V> {
     private final MapState<Row, Row> state;
-    private final Map<Key, V> keys = new HashMap<>();
-    private final Set<Key> dirty = new LinkedHashSet<>();
+    private final Map<Key, V> keys;
+    private final Set<Key> dirty;
 
-    Keys(MapState<Row, Row> state) {
+    /** {@code records}: the batch's records, at most a key each (the maps are sized for them). */
+    Keys(MapState<Row, Row> state, int records) {
       this.state = state;
+      this.keys = new HashMap<>(TimeWindowAggregation.capacity(records));
+      this.dirty = new LinkedHashSet<>(TimeWindowAggregation.capacity(records));
     }
 
     /** The key's windows from its stored value (null: none). */

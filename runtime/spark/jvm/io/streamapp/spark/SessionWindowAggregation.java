@@ -126,8 +126,8 @@ public final class SessionWindowAggregation {
 
   /** A batch's view of the keys' sessions (ordered by start). */
   static final class Sessions extends KeyedWindows.Keys<List<Session>> {
-    Sessions(MapState<Row, Row> state) {
-      super(state);
+    Sessions(MapState<Row, Row> state, int records) {
+      super(state, records);
     }
 
     @Override
@@ -188,9 +188,10 @@ public final class SessionWindowAggregation {
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
       ring.begin(saved == null ? List.of() : saved.getList(1));
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
-      Sessions batch = new Sessions(sessions);
+      Sessions batch = new Sessions(sessions, records.size());
       // Changed sessions in the order of their last change (null: the tombstone of a merged one).
-      LinkedHashMap<Span, Object[]> changed = new LinkedHashMap<>(1024, 0.75f, true);
+      LinkedHashMap<Span, Object[]> changed =
+          new LinkedHashMap<>(TimeWindowAggregation.capacity(records.size()), 0.75f, true);
       List<Row> out = new ArrayList<>();
       List<Row> finals = new ArrayList<>();
       long lateCount = 0;
@@ -266,7 +267,7 @@ public final class SessionWindowAggregation {
           finals.sort(
               Comparator.<Row>comparingLong(f -> f.getLong(3))
                   .thenComparingLong(f -> f.getLong(2))
-                  .thenComparing(f -> String.valueOf(f.get(1))));
+                  .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
           out.addAll(finals);
         }
         forget(batch, streamTime);

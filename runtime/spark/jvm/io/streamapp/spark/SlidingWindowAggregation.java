@@ -96,8 +96,8 @@ public final class SlidingWindowAggregation {
 
   /** A batch's view of the keys' windows (start → aggregate slot). */
   static final class Windows extends KeyedWindows.Keys<TreeMap<Long, Object[]>> {
-    Windows(MapState<Row, Row> state) {
-      super(state);
+    Windows(MapState<Row, Row> state, int records) {
+      super(state, records);
     }
 
     @Override
@@ -149,12 +149,14 @@ public final class SlidingWindowAggregation {
 
     /** The task's running state in a batch: its keys' windows, changelog and latest start. */
     private final class Step {
-      final Windows batch = new Windows(windows);
-      final LinkedHashMap<Span, Object[]> changed = new LinkedHashMap<>(1024, 0.75f, true);
+      final Windows batch;
+      final LinkedHashMap<Span, Object[]> changed;
       Long latest;
 
-      Step(Long latest) {
+      Step(Long latest, int records) {
         this.latest = latest;
+        this.batch = new Windows(windows, records);
+        this.changed = new LinkedHashMap<>(TimeWindowAggregation.capacity(records), 0.75f, true);
       }
 
       /** Write a window (the store's put): the batch's changelog, the ring, the latest start. */
@@ -184,7 +186,7 @@ public final class SlidingWindowAggregation {
       // Windows closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
       ring.begin(saved == null ? List.of() : saved.getList(2));
-      Step step = new Step(latest);
+      Step step = new Step(latest, records.size());
       List<Row> out = new ArrayList<>();
       long lateCount = 0;
       for (Row r : records) {
@@ -329,7 +331,7 @@ public final class SlidingWindowAggregation {
       out.sort(
           Comparator.<Row>comparingLong(f -> f.getLong(3))
               .thenComparingLong(f -> f.getLong(2))
-              .thenComparing(f -> String.valueOf(f.get(1))));
+              .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
       return out;
     }
 

@@ -154,9 +154,11 @@ public final class TimeWindowAggregation {
       List<Row> out = new ArrayList<>();
       // Windows this batch touched, in the order of their last change (an access-ordered map: a
       // window changed again moves to the end).
-      LinkedHashMap<Window, Object[]> touched = new LinkedHashMap<>(1024, 0.75f, true);
+      // Sized for a window per record (a tumbling window's case), not grown from small.
+      LinkedHashMap<Window, Object[]> touched = new LinkedHashMap<>(capacity(batch.size()), 0.75f, true);
       Aggregator agg = spec.aggregator;
       long lateCount = 0;
+      long opened = Long.MIN_VALUE; // the start last added to open (most records open the same)
       for (Row r : batch) {
         long ts = r.getLong(c.ts);
         streamTime = streamTime == null ? ts : Math.max(streamTime, ts);
@@ -176,7 +178,10 @@ public final class TimeWindowAggregation {
             Row stored = windows.getValue(id.row());
             if (stored == null) {
               slot = agg.initial(ts);
-              open.add(start);
+              if (start != opened) {
+                open.add(start);
+                opened = start;
+              }
             } else {
               slot = agg.load(stored);
             }
@@ -235,7 +240,7 @@ public final class TimeWindowAggregation {
       finals.sort(
           Comparator.<Row>comparingLong(f -> f.getLong(3))
               .thenComparingLong(f -> f.getLong(2))
-              .thenComparing(f -> String.valueOf(f.get(1))));
+              .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
       return finals;
     }
   }
@@ -276,6 +281,11 @@ public final class TimeWindowAggregation {
     }
   }
 
+  /** A hash map's initial capacity for {@code entries} entries at the default load factor. */
+  static int capacity(int entries) {
+    return (int) Math.min(1 << 30, Math.max(16L, entries * 4L / 3 + 1));
+  }
+
   /** A Java list as the Scala sequence Spark's row encoder takes for an array column. */
   static scala.collection.immutable.Seq<Object> seq(List<Object> list) {
     return CollectionConverters.asScala(list).toSeq();
@@ -289,8 +299,10 @@ public final class TimeWindowAggregation {
   static List<Row> arrivalOrder(Iterator<Row> input, int sub, int offset, int ts) {
     List<Row> rows = new ArrayList<>();
     input.forEachRemaining(rows::add);
-    rows.sort(
-        Comparator.<Row>comparingLong(r -> r.getLong(sub)).thenComparingLong(r -> r.getLong(offset)));
+    if (!ordered(rows, sub, offset)) {
+      rows.sort(
+          Comparator.<Row>comparingLong(r -> r.getLong(sub)).thenComparingLong(r -> r.getLong(offset)));
+    }
     if (rows.isEmpty() || rows.get(0).getLong(sub) == rows.get(rows.size() - 1).getLong(sub)) {
       return rows;
     }
@@ -321,6 +333,20 @@ public final class TimeWindowAggregation {
       }
     }
     return ordered;
+  }
+
+  /** Whether {@code rows} are already by source partition, then offset (a task's rows usually are). */
+  private static boolean ordered(List<Row> rows, int sub, int offset) {
+    for (int i = 1; i < rows.size(); i++) {
+      Row a = rows.get(i - 1);
+      Row b = rows.get(i);
+      long sa = a.getLong(sub);
+      long sb = b.getLong(sub);
+      if (sa > sb || sa == sb && a.getLong(offset) > b.getLong(offset)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**
