@@ -224,21 +224,21 @@ def state_partitions(
         # A checkpoint from before this record existed: Spark kept whatever it was created with.
         current = spark.conf.get("spark.sql.shuffle.partitions")
         record = {"statePartitions": int(current or default), "recordedAfterCreation": True}
-    if record is not None and not {"taskKeys", "tasks", "taskHash"} <= record.keys():
-        # An older record. Before task keys were spread, a checkpoint with state kept it keyed by
-        # task (one without takes the spread keys); before tasks were recorded, the tasks after a
-        # key change were the state partitions; before the task hash was recorded, it was Spark's.
-        record = {
+    if record is not None:
+        # What an older record lacks, as it was then. Before task keys were spread, a checkpoint
+        # with state kept it keyed by task (one without takes the spread keys); before tasks were
+        # recorded, the tasks after a key change were the state partitions; before the task hash
+        # was recorded, it was Spark's; before the window keys were, the JVM's windows kept
+        # string keys.
+        then = {
             "taskKeys": BY_TASK if has_state else SPREAD,
             "tasks": int(record["statePartitions"]),
             "taskHash": SPARK_HASH,
-            **record,
+            "windowKeys": TEXT_KEYS,
         }
-        _write_record(spark, checkpoint, record)
-    if record is not None and "windowKeys" not in record:
-        # Recorded before the JVM's windows keyed their state by a text key's bytes: strings.
-        record = {**record, "windowKeys": TEXT_KEYS}
-        _write_record(spark, checkpoint, record)
+        if not then.keys() <= record.keys():
+            record = {**then, **record}
+            _write_record(spark, checkpoint, record)
     if record is None:
         partitions = requested or default
         record = {

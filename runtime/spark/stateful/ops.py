@@ -139,10 +139,7 @@ def windowed_aggregate(
         # (one stream time); the source partition stays in `sub` for the arrival order.
         rows = rows.withColumn("partition", engine.hash_task(rows, "key", tasks))
 
-    schema = (
-        f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
-        f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
-    )
+    schema = _windowed_schema(rows, aggregator)
     if jvm:
         if (
             merged is not None
@@ -152,7 +149,7 @@ def windowed_aggregate(
             raise ValueError(f"a {spec.kind} window aggregation with this aggregator does not run on the JVM")
         if late_counter is not None and not isinstance(late_counter, JvmCounter):
             raise TypeError("the JVM aggregation counts late records in a JvmCounter")
-        return Windowed(_on_jvm(rows, spec, aggregator, emit, schema, late_counter))
+        return Windowed(_on_jvm(rows, spec, aggregator, emit, late_counter))
     if isinstance(late_counter, JvmCounter):
         raise TypeError("the Python engine counts late records in a Spark accumulator")
     counter: Accumulator[int] | None = late_counter
@@ -216,7 +213,6 @@ def _on_jvm(
     spec: windows.Windows,
     aggregator: Aggregator,
     emit: str,
-    schema: str,
     late_counter: JvmCounter | None,
 ) -> DataFrame:
     """``TimeWindowAggregation.java`` (state per key and window), ``SlidingWindowAggregation.java``
@@ -232,7 +228,7 @@ def _on_jvm(
     )
     if text_as_bytes:
         rows = rows.withColumn("key", F.col("key").cast("binary"))
-        schema = schema.replace(", key string,", ", key binary,", 1)
+    schema = _windowed_schema(rows, aggregator)
     keyed = engine.with_task_key(rows, "partition")._jdf
     value_type = rows.schema["value"].dataType.json()
     late = late_counter.jvm if late_counter is not None else None
@@ -247,6 +243,14 @@ def _on_jvm(
         )
     out = DataFrame(jdf, spark)
     return out.withColumn("key", F.col("key").cast("string")) if text_as_bytes else out
+
+
+def _windowed_schema(rows: DataFrame, aggregator: Aggregator) -> str:
+    """The rows a windowed aggregation of ``rows`` emits (DDL; :data:`windows.Out`)."""
+    return (
+        f"kind string, key {_type(rows, 'key')}, window_start bigint, window_end bigint, "
+        f"value {aggregator.value_type}, ts bigint, partition int, offset bigint"
+    )
 
 
 def windowed_key_text(key: Column) -> Column:

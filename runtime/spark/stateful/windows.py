@@ -34,7 +34,7 @@ from typing import Any
 
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
 
-__all__ = ["EMITS", "Out", "Windows", "key_order", "new_state", "process"]
+__all__ = ["EMITS", "Out", "Windows", "new_state", "process"]
 
 EMITS = ("updates", "final")
 
@@ -303,7 +303,7 @@ def _kept(spec: Windows, end: int, now: int) -> bool:
     return end >= now - spec.grace - 2 * spec.size
 
 
-def key_order(key: Any) -> tuple[int, Any]:
+def _key_order(key: Any) -> tuple[int, Any]:
     """Kafka Streams' order of record keys whose windows close together: their serialised bytes,
     unsigned (a text key's UTF-8, an integer's big-endian two's complement, a float's IEEE bits),
     as ``KeyedWindows.Key.compare`` on the JVM; other keys by their text."""
@@ -325,7 +325,7 @@ def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
         return []
     windows: dict[tuple[Any, int, int], list[Any]] = state["w"]
     done = sorted(
-        (w for w in windows if _threshold(spec, w[2]) <= now), key=lambda w: (w[2], w[1], key_order(w[0]))
+        (w for w in windows if _threshold(spec, w[2]) <= now), key=lambda w: (w[2], w[1], _key_order(w[0]))
     )
     out: list[Out] = []
     for window in done:
