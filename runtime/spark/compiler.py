@@ -243,7 +243,7 @@ class _Compiler:
             assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup))
             # Suppress runs the aggregation itself (the node's own update stream is unused unless
             # something else reads it): its late records are the aggregation's, counted here.
-            return self._engine_aggregate(agg, emit="final")
+            return self._engine_aggregate(agg, emit="suppress")
         return None
 
     def _table_step(

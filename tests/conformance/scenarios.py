@@ -63,6 +63,9 @@ class Scenario:
     #: The scenario's own input, ``(name, topic index) -> records``, when :func:`generate`'s does
     #: not fit it (e.g. input designed so that Kafka Streams' own result is deterministic).
     input: Callable[[str, int], list[admin.Record]] | None = None
+    #: Compare the order of the output records too, not only their multiset (one partition: the
+    #: order in which windows closing on one record emit their final results).
+    ordered: bool = False
 
     def manifest(self) -> str:
         return _HEAD + self.streams
@@ -186,12 +189,12 @@ def _cogroup(*, windowed: bool) -> str:
 """
 
 
-def _windowed_count(window: str, emit: str) -> str:
+def _windowed_count(window: str, emit: str, source: str = "{topic: in0}") -> str:
     """A count per key and window, grace 5 s; ``emit`` is updates, final or suppress."""
     mode = "final" if emit == "final" else "updates"
     suppress = "\n          - suppress: untilWindowCloses" if emit == "suppress" else ""
     return f"""
-      - from: {{topic: in0}}
+      - from: {source}
         steps:
           - groupByKey: {{}}
           - windowedBy: {{{window}, grace: 5s, emit: {mode}}}
@@ -199,6 +202,57 @@ def _windowed_count(window: str, emit: str) -> str:
           - toStream: {{}}
           - to: {{topic: out, valueSerde: long}}
 """
+
+
+#: Long keys whose serialised bytes (8, big-endian) and text order differently: 10 before 9 as
+#: text, 9 before 10 as bytes; a negative key after every positive one as bytes (unsigned).
+LONG_KEYS = (10, 9, -1, 2**40, 0, 256, -256, 65_536)
+
+
+#: Text keys whose UTF-8 bytes and UTF-16 (Java's String.compareTo) order differently: U+FFFD
+#: before U+1F600 in UTF-16 (a surrogate), after it in UTF-8; a prefix before its extension.
+TEXT_KEYS = ("b", "a", "ab", "\u00e9", "\ufffd", "\U0001f600", "z", "A")
+
+
+def _long(key: int | str, ts: int) -> admin.Record:
+    raw = key.encode() if isinstance(key, str) else key.to_bytes(8, "big", signed=True)
+    return admin.Record(key=raw, value=b"1", timestamp=ts, partition=0)
+
+
+def tumbling_closes(seed: str, topic: int, keys: tuple[int | str, ...] = LONG_KEYS) -> list[admin.Record]:
+    """Rounds of records with 3-6 of ``keys`` in one 10 s window each; the first record of the
+    next round (in the next window, 15-20 s after the window's start) closes it (grace 5 s), so
+    every closing record closes one window of several keys at once. Under 20 s: Kafka Streams'
+    onWindowClose() loses no window (see ON_WINDOW_CLOSE)."""
+    rng = random.Random(f"{seed}/{topic}")
+    out = []
+    for r in range(18):
+        start = T0 + 10_000 * r
+        if r:
+            out.append(_long(rng.choice(keys), start + 5_000 + 250 * rng.randrange(20)))
+        for key in rng.sample(keys, rng.randrange(3, 7)):
+            out.append(_long(key, start + 250 * rng.randrange(40)))
+    return out
+
+
+def session_closes(seed: str, topic: int) -> list[admin.Record]:
+    """Rounds, 12 s apart, of sessions (gap 3 s) of 3-6 long keys that end together or 500 ms
+    apart, with starts that differ; the next round's records close them all (gap + grace 8 s). The
+    rounds keep a session's end and its closing record's time less 8 s in one minute: Kafka
+    Streams' session store drops whole 60 s segments (see ON_WINDOW_CLOSE)."""
+    rng = random.Random(f"{seed}/{topic}")
+    out = []
+    for minute in range(4):
+        for j in range(4):
+            base = T0 + 60_000 * minute + 12_000 * j
+            records = []
+            for key in rng.sample(LONG_KEYS, rng.randrange(3, 7)):
+                end = base + rng.choice((2_000, 2_500))
+                first = base + 250 * rng.randrange(9)
+                records += [_long(key, first), _long(key, end)] if first < end else [_long(key, end)]
+            rng.shuffle(records)
+            out += records
+    return out
 
 
 #: Scenarios where StreamApp is known to disagree with Kafka Streams today: open defects of issue 12,
@@ -430,5 +484,39 @@ SCENARIOS: list[Scenario] = [
         TABLE,
         inputs=2,
         note="countByKey again, but a table in the app puts every aggregation on the stateful engine",
+    ),
+    *[
+        Scenario(
+            f"keyOrder{kind.capitalize()}{emit.capitalize()}",
+            _windowed_count(_WINDOW_KINDS[kind], emit, source="{topic: in0, keySerde: long}"),
+            FINAL,
+            windowed=True,
+            partitions=1,
+            ordered=True,
+            input=tumbling_closes if kind == "tumbling" else session_closes,
+            note="the order of final results closing on one record: Kafka Streams' store order of the "
+            "serialised keys (long keys: 9 before 10, -1 last)",
+        )
+        for kind in ("tumbling", "session")
+        for emit in ("final", "suppress")
+    ],
+    Scenario(
+        "keyOrderTextTumblingFinal",
+        """
+      - from: {topic: in0}
+        steps:
+          - groupByKey: {}
+          - windowedBy: {tumbling: 10s, grace: 5s, emit: final}
+          - count: {}
+          - toStream: {}
+          - to: {topic: out, valueSerde: long}
+""",
+        FINAL,
+        windowed=True,
+        partitions=1,
+        ordered=True,
+        input=lambda seed, topic: tumbling_closes(seed, topic, TEXT_KEYS),
+        note="text keys closing on one record come in their UTF-8 order (U+FFFD after U+1F600), not "
+        "Java's UTF-16 String order",
     ),
 ]

@@ -133,6 +133,14 @@ def _compare(scenario: sc.Scenario, ours: list[Rec], theirs: list[Rec]) -> list[
         (mine - other).items(), key=str)]  # fmt: skip
     lines += [f"key {k!r}: StreamApp has none, Kafka Streams {v!r} @ {ts} (x{n})" for (k, v, ts), n in sorted(
         (other - mine).items(), key=str)]  # fmt: skip
+    if scenario.ordered and not lines:
+        differ = [n for n, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+        if differ:
+            n = differ[0]
+            lines.append(
+                f"the same records in another order ({len(differ)} of {len(ours)} positions differ); "
+                f"from position {n}: StreamApp {ours[n : n + 4]}, Kafka Streams {theirs[n : n + 4]}"
+            )
     return lines
 
 

@@ -117,8 +117,9 @@ def windowed_aggregate(
     State lives per *task* (the input ``partition``, as in Kafka Streams; after a key change, the
     partitions of its repartition topic, ``tasks``: :func:`engine.hash_task`): its stream time is the running
     max of timestamps in :func:`engine.arrival_order`, computed vectorised per batch and carried
-    across batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch) or
-    ``final`` (exactly one result per window, when stream time passes ``end + grace``).
+    across batches. ``emit``: ``updates`` (one changelog update per changed window and micro-batch),
+    ``final`` (exactly one result per window, when stream time passes ``end + grace``) or
+    ``suppress`` (``final`` in the order of Kafka Streams' suppression buffer).
     Dropped contributions are added to ``late_counter`` (a Spark accumulator), logged at debug
     level on logger ``streamapp.stateful``, and appear as ``late`` rows. ``merged``: the input
     merges several topics into each task; records behind a partition that ran dry while the

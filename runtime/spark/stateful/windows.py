@@ -36,7 +36,8 @@ from streamapp.runtime.spark.stateful.aggregation import Aggregator
 
 __all__ = ["EMITS", "Out", "Windows", "new_state", "process"]
 
-EMITS = ("updates", "final")
+#: ``suppress`` is ``final`` in the order of Kafka Streams' suppression buffer (below).
+EMITS = ("updates", "final", "suppress")
 
 #: (kind, key, start, end, value, timestamp_ms, partition, offset)
 Out = tuple[str, Any, int, int, Any, int, int | None, int | None]
@@ -116,7 +117,7 @@ def process(
         state["t"] = stream_time
         # Close per record, as Kafka Streams does: a closed session can still be merged into a
         # later one, so closing only at the end of a batch would make output depend on batches.
-        finals += _close(spec, agg, state)
+        finals += _close(spec, agg, state, emit)
     out: list[Out] = list(batch.late)
     if emit == "updates":
         out += [("update", k, s, e, v, ts, None, None) for (k, s, e), (v, ts) in batch.updates.items()]
@@ -318,15 +319,23 @@ def _key_order(key: Any) -> tuple[int, Any]:
     return (2, repr(key))
 
 
-def _close(spec: Windows, agg: Aggregator, state: dict[str, Any]) -> list[Out]:
+def _final_order(spec: Windows, emit: str) -> Any:
+    """The order of windows that close together, as Kafka Streams emits them: by end, then its
+    store's order. Emit-final reads a time-ordered store (by start, then key; for sessions too);
+    suppression's buffer orders by end, then the serialised windowed key, which for a session is
+    the key before its start (``SessionKeySchema``); a time window's start follows from its end."""
+    if emit == "suppress" and spec.kind == "session":
+        return lambda w: (w[2], _key_order(w[0]), w[1])
+    return lambda w: (w[2], w[1], _key_order(w[0]))
+
+
+def _close(spec: Windows, agg: Aggregator, state: dict[str, Any], emit: str) -> list[Out]:
     """Emit-final rows for windows the stream time has closed; evict their state."""
     now = state["t"]
     if now < state.get("next", now + 1):
         return []
     windows: dict[tuple[Any, int, int], list[Any]] = state["w"]
-    done = sorted(
-        (w for w in windows if _threshold(spec, w[2]) <= now), key=lambda w: (w[2], w[1], _key_order(w[0]))
-    )
+    done = sorted((w for w in windows if _threshold(spec, w[2]) <= now), key=_final_order(spec, emit))
     out: list[Out] = []
     for window in done:
         result, max_ts = windows.pop(window)

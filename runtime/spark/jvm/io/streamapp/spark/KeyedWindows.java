@@ -110,6 +110,11 @@ final class KeyedWindows {
     return RowFactory.create(fields);
   }
 
+  /** Whether {@code emit} (updates, final or suppress) emits one final result per window. */
+  static boolean emitsFinal(String emit) {
+    return "final".equals(emit) || "suppress".equals(emit);
+  }
+
   /** A record key, compared by content (byte[] keys too), with its map-state row made once. */
   static final class Key {
     final Object key;

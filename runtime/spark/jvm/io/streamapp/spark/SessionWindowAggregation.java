@@ -73,7 +73,9 @@ public final class SessionWindowAggregation {
     }
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
-    Spec spec = new Spec(gap, grace, "final".equals(emit), aggregator, rows.schema());
+    Spec spec =
+        new Spec(
+            gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema());
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
@@ -81,6 +83,9 @@ public final class SessionWindowAggregation {
     final long gap;
     final long grace;
     final boolean emitFinal;
+    /** Final results that close together in suppression's order: by end, key, start (emit
+     * final's store: end, start, key). */
+    final boolean keyBeforeStart;
     final TimeWindowAggregation.Aggregator aggregator;
     final KeyedWindows.Columns columns;
     final StructType sessions;
@@ -88,10 +93,16 @@ public final class SessionWindowAggregation {
     final long width;
 
     Spec(
-        long gap, long grace, boolean emitFinal, TimeWindowAggregation.Aggregator aggregator, StructType input) {
+        long gap,
+        long grace,
+        boolean emitFinal,
+        boolean keyBeforeStart,
+        TimeWindowAggregation.Aggregator aggregator,
+        StructType input) {
       this.gap = gap;
       this.grace = grace;
       this.emitFinal = emitFinal;
+      this.keyBeforeStart = keyBeforeStart;
       this.aggregator = aggregator;
       this.columns = new KeyedWindows.Columns(input);
       this.sessions = KeyedWindows.windows("sessions", List.of("start", "end"), aggregator);
@@ -263,11 +274,14 @@ public final class SessionWindowAggregation {
       if (streamTime != null) {
         if (spec.emitFinal) {
           finals.addAll(close(batch, before, streamTime, agg));
-          // Kafka Streams' order of closing: by end, then start, then key.
+          // Kafka Streams' order of closing: by end, then start, then key (suppression: by end,
+          // then key, then start).
+          Comparator<Row> byStart = Comparator.comparingLong(f -> f.getLong(2));
+          Comparator<Row> byKey = (f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1));
           finals.sort(
               Comparator.<Row>comparingLong(f -> f.getLong(3))
-                  .thenComparingLong(f -> f.getLong(2))
-                  .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
+                  .thenComparing(spec.keyBeforeStart ? byKey : byStart)
+                  .thenComparing(spec.keyBeforeStart ? byStart : byKey));
           out.addAll(finals);
         }
         forget(batch, streamTime);

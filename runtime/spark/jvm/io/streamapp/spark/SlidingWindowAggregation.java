@@ -66,7 +66,7 @@ public final class SlidingWindowAggregation {
       LongAccumulator late) {
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
-    Spec spec = new Spec(difference, grace, "final".equals(emit), aggregator, rows.schema());
+    Spec spec = new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema());
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 

@@ -70,7 +70,7 @@ public final class TimeWindowAggregation {
     DataType keyType = input.apply("key").dataType();
     DataType value = DataType.fromJson(valueType);
     Aggregator aggregator = Aggregator.of(function, value);
-    Spec spec = new Spec(size, advance, grace, "final".equals(emit), aggregator, keyType, input);
+    Spec spec = new Spec(size, advance, grace, KeyedWindows.emitsFinal(emit), aggregator, keyType, input);
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 

@@ -270,4 +270,58 @@ public final class Scenarios {
     countByKey(b, io);
     b.table(io.in(1), Consumed.with(S, S)).toStream().filter((k, v) -> false).to(io.output(), Produced.with(S, S));
   }
+
+  // -- the order of final results that close on one record (long keys, one partition) ----------
+
+  /** Long keys: the order Kafka Streams emits windows closing together in is its stores' order of
+   * the serialised keys (8 bytes big-endian), which a key's text does not give (10 before 9). */
+  private static KGroupedStream<Long, String> longKeys(StreamsBuilder b, Oracle.Io io) {
+    return b.stream(io.in(0), Consumed.with(L, S)).filter((k, v) -> k != null).groupByKey(Grouped.with(L, S));
+  }
+
+  private static void windowedLong(KTable<Windowed<Long>, Long> t, Oracle.Io io) {
+    t.toStream((w, v) -> w.key() + "@" + w.window().start() + "/" + w.window().end())
+        .to(io.output(), Produced.with(S, L));
+  }
+
+  public static void keyOrderTumblingFinal(StreamsBuilder b, Oracle.Io io) {
+    windowedLong(
+        longKeys(b, io)
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), GRACE))
+            .emitStrategy(EmitStrategy.onWindowClose())
+            .count(Materialized.with(L, L)),
+        io);
+  }
+
+  /** tumblingFinal's topology; the input's text keys order differently as UTF-8 and UTF-16. */
+  public static void keyOrderTextTumblingFinal(StreamsBuilder b, Oracle.Io io) {
+    tumblingFinal(b, io);
+  }
+
+  public static void keyOrderTumblingSuppress(StreamsBuilder b, Oracle.Io io) {
+    windowedLong(
+        longKeys(b, io)
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), GRACE))
+            .count(Materialized.with(L, L))
+            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded())),
+        io);
+  }
+
+  public static void keyOrderSessionFinal(StreamsBuilder b, Oracle.Io io) {
+    windowedLong(
+        longKeys(b, io)
+            .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(3), GRACE))
+            .emitStrategy(EmitStrategy.onWindowClose())
+            .count(Materialized.with(L, L)),
+        io);
+  }
+
+  public static void keyOrderSessionSuppress(StreamsBuilder b, Oracle.Io io) {
+    windowedLong(
+        longKeys(b, io)
+            .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(3), GRACE))
+            .count(Materialized.with(L, L))
+            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded())),
+        io);
+  }
 }
