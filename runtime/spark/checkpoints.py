@@ -26,7 +26,9 @@ partitions. An older checkpoint, whose tasks were its state partitions, records 
 record finds its task (``taskHash``, :data:`TASK_HASH_CONF`) is Kafka's partitioner on the
 serialised key, as Kafka Streams' repartition topic; an older checkpoint keeps Spark's hash.
 The JVM's windowed aggregations key their state by a text key's bytes (``windowKeys``,
-:data:`WINDOW_KEYS_CONF`); an older checkpoint keeps the strings its state holds.
+:data:`WINDOW_KEYS_CONF`); an older checkpoint keeps the strings its state holds. Their sessions
+and sliding windows list keys by time bucket in chunks (``windowListing``,
+:data:`WINDOW_LISTING_CONF`); an older checkpoint keeps its ring of per-key listings.
 
 The checkpoint may be a local path or any Hadoop-compatible URI (the file goes through Hadoop's
 FileSystem, like Spark's own checkpoint files).
@@ -55,6 +57,7 @@ __all__ = [
     "TASK_KEYS_CONF",
     "TEXT_KEYS",
     "WINDOW_KEYS_CONF",
+    "WINDOW_LISTING_CONF",
     "engine_windows",
     "read_record",
     "recorded_steps",
@@ -62,6 +65,7 @@ __all__ = [
     "task_hash",
     "tasks",
     "window_keys",
+    "window_listing",
 ]
 
 FILE = "streamapp.json"
@@ -92,6 +96,13 @@ MURMUR2, SPARK_HASH = "murmur2", "spark"
 WINDOW_KEYS_CONF = "streamapp.windowKeys"
 BYTES_KEYS, TEXT_KEYS = "bytes", "text"
 
+#: The session conf that says how the JVM's sessions and sliding windows list their keys by time
+#: bucket (``windowListing`` in the record): ``chunks``, one map-state value per bucket and batch
+#: holding the keys the batch listed there; ``ring``, one entry per key and bucket in a ring of
+#: eight map states, for a checkpoint recorded before, whose state is laid out that way.
+WINDOW_LISTING_CONF = "streamapp.windowListing"
+CHUNKS, RING = "chunks", "ring"
+
 #: The session conf naming the windowed aggregations (comma-separated node names) whose state the
 #: checkpoint's Python engine wrote, though the JVM would run them today: they stay on the engine
 #: (:func:`streamapp.runtime.topology.state.kept_on_engine`).
@@ -107,6 +118,12 @@ def window_keys(spark: SparkSession) -> str:
     """How the JVM's windowed aggregations key their state by a text key (:data:`WINDOW_KEYS_CONF`;
     bytes without a checkpoint)."""
     return str(spark.conf.get(WINDOW_KEYS_CONF, None) or BYTES_KEYS)
+
+
+def window_listing(spark: SparkSession) -> str:
+    """How the JVM's sessions and sliding windows list their keys (:data:`WINDOW_LISTING_CONF`;
+    chunks without a checkpoint)."""
+    return str(spark.conf.get(WINDOW_LISTING_CONF, None) or CHUNKS)
 
 
 def tasks(spark: SparkSession) -> int:
@@ -229,12 +246,13 @@ def state_partitions(
         # with state kept it keyed by task (one without takes the spread keys); before tasks were
         # recorded, the tasks after a key change were the state partitions; before the task hash
         # was recorded, it was Spark's; before the window keys were, the JVM's windows kept
-        # string keys.
+        # string keys; before the window listing was, a ring.
         then = {
             "taskKeys": BY_TASK if has_state else SPREAD,
             "tasks": int(record["statePartitions"]),
             "taskHash": SPARK_HASH,
             "windowKeys": TEXT_KEYS,
+            "windowListing": RING,
         }
         if not then.keys() <= record.keys():
             record = {**then, **record}
@@ -248,6 +266,7 @@ def state_partitions(
             "taskKeys": SPREAD,
             "taskHash": MURMUR2,
             "windowKeys": BYTES_KEYS,
+            "windowListing": CHUNKS,
         }
         if steps is not None:
             record["state"] = {"version": state.VERSION, "steps": steps}
@@ -275,4 +294,5 @@ def state_partitions(
     spark.conf.set(TASKS_CONF, str(record["tasks"]))
     spark.conf.set(TASK_HASH_CONF, str(record["taskHash"]))
     spark.conf.set(WINDOW_KEYS_CONF, str(record["windowKeys"]))
+    spark.conf.set(WINDOW_LISTING_CONF, str(record["windowListing"]))
     return partitions

@@ -234,10 +234,15 @@ def _on_jvm(
     value_type = rows.schema["value"].dataType.json()
     late = late_counter.jvm if late_counter is not None else None
     tail = (emit, aggregator.name, value_type, schema, late)
+    listing = checkpoints.window_listing(spark)  # how sessions and sliding windows list their keys
     if spec.kind == "session":
-        jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
+        jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(
+            keyed, spec.size, spec.grace, *tail, listing
+        )
     elif spec.kind == "sliding":
-        jdf = jvm.io.streamapp.spark.SlidingWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
+        jdf = jvm.io.streamapp.spark.SlidingWindowAggregation.apply(
+            keyed, spec.size, spec.grace, *tail, listing
+        )
     else:
         jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
             keyed, spec.size, spec.advance, spec.grace, *tail

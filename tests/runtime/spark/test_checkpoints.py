@@ -26,6 +26,7 @@ def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
     spark.conf.unset(checkpoints.TASKS_CONF)
     spark.conf.unset(checkpoints.TASK_HASH_CONF)
     spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
+    spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
     spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
@@ -85,7 +86,8 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
             (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
             assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
             assert _record(old) == {
-                "statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark", "windowKeys": "text"
+                "statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark", "windowKeys": "text",
+                "windowListing": "ring",
             }  # fmt: skip
             assert checkpoints.tasks(spark) == 4
         # A plan compiled without a checkpoint record: its state partitions.
@@ -264,9 +266,38 @@ def test_a_new_checkpoint_keys_window_state_by_a_text_keys_bytes_and_an_older_on
     (older / "streamapp.json").write_text(json.dumps(recorded))
     for _restart in range(2):
         checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
-        assert _record(older) == {**recorded, "windowKeys": "text"}
+        assert _record(older) == {**recorded, "windowKeys": "text", "windowListing": "ring"}
         assert checkpoints.window_keys(spark) == "text"
     checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
     assert checkpoints.window_keys(spark) == "bytes"
     spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
     assert checkpoints.window_keys(spark) == "bytes"  # a plan compiled without a checkpoint
+
+
+def test_a_new_checkpoint_lists_window_keys_in_chunks_and_an_older_one_in_its_ring(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """Sessions and sliding windows on the JVM list their keys by time bucket in chunks in a new
+    checkpoint; a checkpoint recorded before keeps its ring of map states (its state is laid out
+    that way), also after a restart."""
+    new = tmp_path / "new"
+    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+    assert _record(new)["windowListing"] == "chunks" and checkpoints.window_listing(spark) == "chunks"
+    older = tmp_path / "older"  # recorded by the previous release: everything but the listing
+    (older / "offsets").mkdir(parents=True)
+    recorded = {
+        "statePartitions": 2,
+        "taskKeys": "spread",
+        "tasks": 4,
+        "taskHash": "murmur2",
+        "windowKeys": "bytes",
+    }
+    (older / "streamapp.json").write_text(json.dumps(recorded))
+    for _restart in range(2):
+        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
+        assert _record(older) == {**recorded, "windowListing": "ring"}
+        assert checkpoints.window_listing(spark) == "ring"
+    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+    assert checkpoints.window_listing(spark) == "chunks"
+    spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
+    assert checkpoints.window_listing(spark) == "chunks"  # a plan compiled without a checkpoint

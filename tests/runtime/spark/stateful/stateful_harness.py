@@ -74,10 +74,12 @@ class Harness:
                 batch = batch.withColumn("timestamp", F.unix_millis("timestamp"))
             rows.extend(r.asDict(recursive=True) | {"_batch": batch_id} for r in batch.collect())
 
+        #: The last run's checkpoint (its state can be read with Spark's state data source).
+        self.checkpoint = str(self.root / f"ckpt-{next(_runs)}")
         query = (
             df.writeStream.foreachBatch(collect)
             .outputMode("append")
-            .option("checkpointLocation", str(self.root / f"ckpt-{next(_runs)}"))
+            .option("checkpointLocation", self.checkpoint)
             .trigger(availableNow=True)
             .start()
         )

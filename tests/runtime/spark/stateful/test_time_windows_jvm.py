@@ -274,3 +274,60 @@ def test_a_checkpoint_whose_window_state_holds_text_keys_gives_the_same_rows(
         _compare(harness, ("count", "max"), kind, emit, None)
     finally:
         harness.spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
+
+
+@pytest.mark.parametrize(
+    ("kind", "emit"),
+    [("session", "updates"), ("session", "final"), ("sliding", "final"), ("sliding", "updates")],
+)
+def test_an_older_checkpoints_ring_of_listed_keys_gives_the_same_rows(
+    harness: Harness, kind: str, emit: str
+) -> None:
+    """A checkpoint recorded before sessions and sliding windows listed their keys in chunks
+    (``windowListing`` ring) keeps its ring of per-key listings, with the same rows (the other
+    tests here run the chunks)."""
+    from streamapp.runtime.spark import checkpoints
+
+    harness.spark.conf.set(checkpoints.WINDOW_LISTING_CONF, checkpoints.RING)
+    try:
+        _compare(harness, ("count", "max"), kind, emit, None)
+    finally:
+        harness.spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
+
+
+@pytest.mark.parametrize("listing", ["chunks", "ring"])
+@pytest.mark.parametrize("kind", ["session", "sliding"])
+def test_state_forgets_what_no_record_can_reach_any_more(harness: Harness, kind: str, listing: str) -> None:
+    """60 keys' windows, then each task's stream time 10 minutes on: the task's state keeps only
+    the new keys' windows, and the listing of keys by time bucket only their buckets."""
+    from streamapp.runtime.spark import checkpoints
+    from streamapp.runtime.spark.stateful import aggregation, ops
+    from streamapp.runtime.spark.stateful.windows import Windows
+
+    records = [(f"k{i}", "x", T0 + i * 100, i % 3) for i in range(60)]
+    records += [(f"z{p}", "x", T0 + 600 * S + p, p) for p in range(3)]
+    spec = Windows.session(8 * S, grace=10 * S) if kind == "session" else Windows.sliding(10 * S, grace=5 * S)
+    spark = harness.spark
+    spark.conf.set(checkpoints.WINDOW_LISTING_CONF, listing)
+    try:
+        out = ops.windowed_aggregate(
+            harness.frame(records, split=[30, 30, 3]), spec, aggregation.count(), emit="updates",
+            late_counter=ops.JvmCounter(spark, "late"), jvm=True,
+        ).df  # fmt: skip
+        harness.drain(out)
+    finally:
+        spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
+    # Spark's state data source: the map states' entries (user_map_key, user_map_value) per task.
+    state = spark.read.format("statestore").option("path", harness.checkpoint)
+    windows = state.option("stateVarName", "sessions" if kind == "session" else "windows").load().collect()
+    assert sorted(r.user_map_key.key for r in windows) == [b"z0", b"z1", b"z2"]
+    name = "ends" if kind == "session" else "starts"
+    listed: list[bytes] = []
+    for var in [name] if listing == "chunks" else [f"{name}{i}" for i in range(8)]:
+        rows = state.option("stateVarName", var).load().collect()
+        listed += (
+            [k for r in rows for k in r.user_map_value.keys]
+            if listing == "chunks"
+            else [r.user_map_key.key for r in rows]
+        )
+    assert sorted(listed) == [b"z0", b"z1", b"z2"]

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 import org.apache.spark.sql.Dataset;
@@ -238,70 +239,280 @@ final class KeyedWindows {
 
   /**
    * The task's keys listed by the time bucket of their windows (a session's end, a sliding
-   * window's start) in a ring of {@value #SLOTS} map states (key → the bucket it was listed
-   * under): bucket = time / width, slot = bucket mod the ring. The width spreads the time a window
-   * stays over {@code SLOTS - 3} buckets, so the buckets alive after a batch fit the ring. A
-   * listing left behind by a window that moved to another bucket, or of another bucket in the same
-   * slot, is harmless: readers check the bounds. The buckets listed are part of the task's state
-   * ({@link #buckets}). (Map states, not list states: Spark's RocksDB store reads a key before
-   * every merge into it, so appending to a list costs as much as the list is long.)
+   * window's start), so that closing and forgetting read only the keys of the buckets concerned:
+   * bucket = time / width. A listing left behind by a window that moved to another bucket is
+   * harmless: readers check the bounds. Readers visit <em>groups</em> (a {@link Ring}'s slots, a
+   * {@link Chunks} listing's buckets). The buckets listed are part of the task's state
+   * ({@link #saved}).
    */
-  static final class Ring {
-    static final int SLOTS = 8;
-    private static final StructType LISTED = new StructType().add("bucket", DataTypes.LongType, false);
-    private final long width;
-    private final List<MapState<Row, Row>> maps = new ArrayList<>(SLOTS);
-    private final Set<List<Object>> listed = new HashSet<>();
-    private TreeSet<Long> buckets = new TreeSet<>();
+  abstract static class Listing {
+    final long width;
 
-    /** {@code span}: the longest time, in ms, from a window's listed time to its forgetting. */
-    static long width(long span) {
-      return Math.max(1L, (span + SLOTS - 4) / (SLOTS - 3));
-    }
-
-    Ring(StatefulProcessorHandle handle, String name, StructType keyRow, long width) {
+    Listing(long width) {
       this.width = width;
-      for (int i = 0; i < SLOTS; i++) {
-        maps.add(handle.getMapState(name + i, Encoders.row(keyRow), Encoders.row(LISTED), TTLConfig.NONE()));
+    }
+
+    /**
+     * The layout of a new checkpoint ({@code chunks}: {@link Chunks}) or of one recorded before
+     * it ({@code ring}: {@link Ring}; the Python side's {@code checkpoints.WINDOW_LISTING_CONF}).
+     * {@code span}: the longest time, in ms, from a window's listed time to its forgetting.
+     */
+    static Listing of(StatefulProcessorHandle handle, String name, StructType keyRow, long span, String layout) {
+      if ("ring".equals(layout)) {
+        return new Ring(handle, name, keyRow, span);
       }
-    }
-
-    /** A batch begins with the buckets listed before it (from the task's state). */
-    void begin(List<Long> saved) {
-      listed.clear();
-      buckets = new TreeSet<>(saved);
-    }
-
-    /** The buckets listed, for the task's state. */
-    List<Object> buckets() {
-      return new ArrayList<>(buckets);
+      if ("chunks".equals(layout)) {
+        return new Chunks(handle, name, keyRow, span);
+      }
+      throw new IllegalArgumentException("window listing is chunks or ring, not " + layout);
     }
 
     long bucket(long time) {
       return Math.floorDiv(time, width);
     }
 
-    int slot(long bucket) {
-      return (int) Math.floorMod(bucket, (long) SLOTS);
+    /** The type of the listing's field in the task's state. */
+    abstract DataType savedType();
+
+    /** A batch begins with the listing saved before it (null: none). */
+    abstract void begin(List<?> saved);
+
+    /** The listing's field for the task's state, once the batch is {@link #write written}. */
+    abstract List<Object> saved();
+
+    /** List key {@code k} under the bucket of {@code time}. */
+    abstract void list(Key k, long time);
+
+    /** The groups of the buckets that hold times in [low, high]. */
+    abstract Set<Long> overlapping(long low, long high);
+
+    /** The groups of the buckets wholly before {@code horizon}, no longer listed. */
+    abstract Set<Long> before(long horizon);
+
+    /** The keys listed in {@code group} (a key may come more than once). */
+    abstract List<Key> keys(long group);
+
+    /** Whether a window listed at {@code time} is listed in {@code group}. */
+    abstract boolean in(long time, long group);
+
+    /** Take key {@code k} off {@code group} (it has no window there any more). */
+    abstract void unlist(long group, Key k);
+
+    /** Write what the batch listed. */
+    abstract void write();
+  }
+
+  /**
+   * A bucket's keys in chunks, one per batch that listed keys under it: a map state from
+   * (bucket, chunk) to the keys, written once per bucket at the end of a batch, and a bucket's
+   * chunk count in the task's state. A batch puts a few large values instead of one per key, and
+   * a forgotten bucket's chunks go whole.
+   */
+  static final class Chunks extends Listing {
+    /** Buckets per span: the buckets a close reads hold fewer keys than the window's life. */
+    static final int BUCKETS = 16;
+    private static final StructType CHUNK =
+        new StructType().add("bucket", DataTypes.LongType, false).add("chunk", DataTypes.IntegerType, false);
+    private static final StructType SAVED =
+        new StructType().add("bucket", DataTypes.LongType, false).add("chunks", DataTypes.IntegerType, false);
+    private final MapState<Row, Row> chunks;
+    /** Bucket → chunks written (the buckets listed). */
+    private final TreeMap<Long, Integer> buckets = new TreeMap<>();
+    /** Chunks of the buckets {@link #before} took off, to read in this batch and remove. */
+    private final Map<Long, Integer> leaving = new HashMap<>();
+    /** This batch's keys per bucket. */
+    private final Map<Long, List<Key>> pending = new HashMap<>();
+
+    Chunks(StatefulProcessorHandle handle, String name, StructType keyRow, long span) {
+      super(Math.max(1L, (span + BUCKETS - 1) / BUCKETS));
+      StructType keys =
+          new StructType().add("keys", DataTypes.createArrayType(keyRow.apply("key").dataType(), true), false);
+      this.chunks = handle.getMapState(name, Encoders.row(CHUNK), Encoders.row(keys), TTLConfig.NONE());
     }
 
-    /** Whether a window listed at {@code time} is listed in {@code slot}. */
-    boolean in(long time, int slot) {
+    @Override
+    DataType savedType() {
+      return DataTypes.createArrayType(SAVED, false);
+    }
+
+    @Override
+    void begin(List<?> saved) {
+      buckets.clear();
+      leaving.clear();
+      pending.clear();
+      if (saved != null) {
+        for (Object o : saved) {
+          Row r = (Row) o;
+          buckets.put(r.getLong(0), r.getInt(1));
+        }
+      }
+    }
+
+    @Override
+    List<Object> saved() {
+      List<Object> out = new ArrayList<>(buckets.size());
+      for (Map.Entry<Long, Integer> e : buckets.entrySet()) {
+        out.add(RowFactory.create(e.getKey(), e.getValue()));
+      }
+      return out;
+    }
+
+    @Override
+    void list(Key k, long time) {
+      long bucket = bucket(time);
+      List<Key> listed = pending.get(bucket);
+      if (listed == null) {
+        listed = new ArrayList<>();
+        pending.put(bucket, listed);
+        if (!leaving.containsKey(bucket)) {
+          buckets.putIfAbsent(bucket, 0);
+        }
+      }
+      listed.add(k);
+    }
+
+    @Override
+    Set<Long> overlapping(long low, long high) {
+      Set<Long> out = new TreeSet<>();
+      for (long b : buckets.keySet()) {
+        long first = b * width;
+        if (first + width - 1 >= low && first <= high) {
+          out.add(b);
+        }
+      }
+      return out;
+    }
+
+    @Override
+    Set<Long> before(long horizon) {
+      Set<Long> out = new TreeSet<>();
+      while (!buckets.isEmpty() && (buckets.firstKey() + 1) * width - 1 < horizon) {
+        Map.Entry<Long, Integer> first = buckets.pollFirstEntry();
+        leaving.put(first.getKey(), first.getValue());
+        out.add(first.getKey());
+      }
+      return out;
+    }
+
+    @Override
+    List<Key> keys(long bucket) {
+      Integer written = leaving.containsKey(bucket) ? leaving.get(bucket) : buckets.get(bucket);
+      List<Key> out = new ArrayList<>();
+      for (int i = 0; written != null && i < written; i++) {
+        Row chunk = chunks.getValue(RowFactory.create(bucket, i));
+        if (chunk != null) {
+          for (Object key : chunk.getList(0)) {
+            out.add(new Key(key));
+          }
+        }
+      }
+      List<Key> listed = pending.get(bucket);
+      if (listed != null) {
+        out.addAll(listed);
+      }
+      return out;
+    }
+
+    @Override
+    boolean in(long time, long bucket) {
+      return bucket(time) == bucket;
+    }
+
+    @Override
+    void unlist(long bucket, Key k) {
+      // A bucket's chunks leave whole, with the bucket (write).
+    }
+
+    @Override
+    void write() {
+      for (Map.Entry<Long, List<Key>> e : pending.entrySet()) {
+        long bucket = e.getKey();
+        if (leaving.containsKey(bucket)) {
+          continue; // forgotten in this batch: its keys were read
+        }
+        List<Object> keys = new ArrayList<>(e.getValue().size());
+        for (Key k : e.getValue()) {
+          keys.add(k.key);
+        }
+        int chunk = buckets.get(bucket);
+        chunks.updateValue(RowFactory.create(bucket, chunk), RowFactory.create(TimeWindowAggregation.seq(keys)));
+        buckets.put(bucket, chunk + 1);
+      }
+      for (Map.Entry<Long, Integer> e : leaving.entrySet()) {
+        for (int i = 0; i < e.getValue(); i++) {
+          chunks.removeKey(RowFactory.create(e.getKey(), i));
+        }
+      }
+      pending.clear();
+      leaving.clear();
+    }
+  }
+
+  /**
+   * The layout of a checkpoint recorded before {@link Chunks}: a ring of {@value #SLOTS} map
+   * states (key → the bucket it was listed under), slot = bucket mod the ring, one entry per key
+   * and bucket written as the key is listed. The width spreads the span over {@code SLOTS - 3}
+   * buckets, so the buckets alive after a batch fit the ring; a listing of another bucket in the
+   * same slot is harmless (readers check the bounds). (Map states, not list states: Spark's
+   * RocksDB store reads a key before every merge into it, so appending to a list costs as much as
+   * the list is long.)
+   */
+  static final class Ring extends Listing {
+    static final int SLOTS = 8;
+    private static final StructType LISTED = new StructType().add("bucket", DataTypes.LongType, false);
+    private final List<MapState<Row, Row>> maps = new ArrayList<>(SLOTS);
+    private final Set<List<Object>> listed = new HashSet<>();
+    private TreeSet<Long> buckets = new TreeSet<>();
+
+    Ring(StatefulProcessorHandle handle, String name, StructType keyRow, long span) {
+      super(Math.max(1L, (span + SLOTS - 4) / (SLOTS - 3)));
+      for (int i = 0; i < SLOTS; i++) {
+        maps.add(handle.getMapState(name + i, Encoders.row(keyRow), Encoders.row(LISTED), TTLConfig.NONE()));
+      }
+    }
+
+    @Override
+    DataType savedType() {
+      return DataTypes.createArrayType(DataTypes.LongType, false);
+    }
+
+    @Override
+    void begin(List<?> saved) {
+      listed.clear();
+      buckets = new TreeSet<>();
+      if (saved != null) {
+        for (Object b : saved) {
+          buckets.add((Long) b);
+        }
+      }
+    }
+
+    @Override
+    List<Object> saved() {
+      return new ArrayList<>(buckets);
+    }
+
+    long slot(long bucket) {
+      return Math.floorMod(bucket, (long) SLOTS);
+    }
+
+    @Override
+    boolean in(long time, long slot) {
       return slot(bucket(time)) == slot;
     }
 
-    /** List key {@code k} under the bucket of {@code time} (once a batch). */
+    @Override
     void list(Key k, long time) {
       long bucket = bucket(time);
       if (listed.add(List.of(k, bucket))) {
-        maps.get(slot(bucket)).updateValue(k.row(), RowFactory.create(bucket));
+        maps.get((int) slot(bucket)).updateValue(k.row(), RowFactory.create(bucket));
         buckets.add(bucket);
       }
     }
 
-    /** The slots of the buckets that hold times in [low, high]. */
-    Set<Integer> overlapping(long low, long high) {
-      Set<Integer> slots = new TreeSet<>();
+    @Override
+    Set<Long> overlapping(long low, long high) {
+      Set<Long> slots = new TreeSet<>();
       for (long b : buckets) {
         long first = b * width;
         if (first + width - 1 >= low && first <= high) {
@@ -311,29 +522,32 @@ final class KeyedWindows {
       return slots;
     }
 
-    /** The slots of the buckets wholly before {@code horizon}, no longer listed. */
-    Set<Integer> before(long horizon) {
-      Set<Integer> slots = new TreeSet<>();
+    @Override
+    Set<Long> before(long horizon) {
+      Set<Long> slots = new TreeSet<>();
       while (!buckets.isEmpty() && (buckets.first() + 1) * width - 1 < horizon) {
         slots.add(slot(buckets.pollFirst()));
       }
       return slots;
     }
 
-    /** The keys listed in {@code slot}. */
-    List<Key> keys(int slot) {
+    @Override
+    List<Key> keys(long slot) {
       List<Key> keys = new ArrayList<>();
-      scala.collection.Iterator<Row> it = maps.get(slot).keys();
+      scala.collection.Iterator<Row> it = maps.get((int) slot).keys();
       while (it.hasNext()) {
         keys.add(new Key(it.next().get(0)));
       }
       return keys;
     }
 
-    /** Take key {@code k} off {@code slot} (it has no window there any more). */
-    void unlist(int slot, Key k) {
-      maps.get(slot).removeKey(k.row());
+    @Override
+    void unlist(long slot, Key k) {
+      maps.get((int) slot).removeKey(k.row());
     }
+
+    @Override
+    void write() {}
   }
 
   static Row row(

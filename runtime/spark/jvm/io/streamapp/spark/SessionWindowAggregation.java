@@ -48,7 +48,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * record merged it, as closing per record would have emitted it.
  *
  * <p>Closing and forgetting sessions without reading the whole task: the keys are listed by the
- * bucket of their sessions' ends in a {@link KeyedWindows.Ring}; a batch reads only the buckets
+ * bucket of their sessions' ends ({@link KeyedWindows.Listing}); a batch reads only the buckets
  * whose sessions it may close or forget.
  */
 public final class SessionWindowAggregation {
@@ -66,7 +66,8 @@ public final class SessionWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late) {
+      LongAccumulator late,
+      String listing) {
     if ("collect_list".equals(function)) {
       throw new IllegalArgumentException(
           "collect_list sessions run on the Python engine: a merge must order the values by timestamp");
@@ -75,7 +76,7 @@ public final class SessionWindowAggregation {
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
     Spec spec =
         new Spec(
-            gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema());
+            gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema(), listing);
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
@@ -89,8 +90,10 @@ public final class SessionWindowAggregation {
     final TimeWindowAggregation.Aggregator aggregator;
     final KeyedWindows.Columns columns;
     final StructType sessions;
-    /** Milliseconds of session end per bucket of the ring. */
-    final long width;
+    /** The longest time, in ms, from a session's end to its forgetting. */
+    final long span;
+    /** The keys' listing's layout ({@link KeyedWindows.Listing#of}). */
+    final String listing;
 
     Spec(
         long gap,
@@ -98,7 +101,8 @@ public final class SessionWindowAggregation {
         boolean emitFinal,
         boolean keyBeforeStart,
         TimeWindowAggregation.Aggregator aggregator,
-        StructType input) {
+        StructType input,
+        String listing) {
       this.gap = gap;
       this.grace = grace;
       this.emitFinal = emitFinal;
@@ -108,7 +112,8 @@ public final class SessionWindowAggregation {
       this.sessions = KeyedWindows.windows("sessions", List.of("start", "end"), aggregator);
       // Listed by its end, a session is kept while the end is within grace + 2 gap of the
       // stream time.
-      this.width = KeyedWindows.Ring.width(grace + 2 * gap + 1);
+      this.span = grace + 2 * gap + 1;
+      this.listing = listing;
     }
 
     /** The stream time at which a session ending at {@code end} closes (emit final). */
@@ -167,7 +172,7 @@ public final class SessionWindowAggregation {
     private final LongAccumulator late;
     private transient ValueState<Row> task;
     private transient MapState<Row, Row> sessions;
-    private transient KeyedWindows.Ring ring;
+    private transient KeyedWindows.Listing listing;
 
     Processor(Spec spec, LongAccumulator late) {
       this.spec = spec;
@@ -176,15 +181,15 @@ public final class SessionWindowAggregation {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
+      StructType keyRow = spec.columns.keyRow;
+      listing = KeyedWindows.Listing.of(getHandle(), "ends", keyRow, spec.span, spec.listing);
       StructType taskSchema =
           new StructType()
               .add("stream_time", DataTypes.LongType, true)
-              .add("buckets", DataTypes.createArrayType(DataTypes.LongType, false), false);
+              .add("buckets", listing.savedType(), false);
       task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
-      StructType keyRow = spec.columns.keyRow;
       sessions =
           getHandle().getMapState("sessions", Encoders.row(keyRow), Encoders.row(spec.sessions), TTLConfig.NONE());
-      ring = new KeyedWindows.Ring(getHandle(), "ends", keyRow, spec.width);
     }
 
     @Override
@@ -197,7 +202,7 @@ public final class SessionWindowAggregation {
       Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
       // Sessions closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      ring.begin(saved == null ? List.of() : saved.getList(1));
+      listing.begin(saved == null ? List.of() : saved.getList(1));
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
       Sessions batch = new Sessions(sessions, records.size());
       // Changed sessions in the order of their last change (null: the tombstone of a merged one).
@@ -233,7 +238,7 @@ public final class SessionWindowAggregation {
         for (Session s : merging) {
           list.remove(s);
           agg.merge(slot, s.slot);
-          listed |= ring.bucket(s.end) == ring.bucket(end);
+          listed |= listing.bucket(s.end) == listing.bucket(end);
           if (s.start == start && s.end == end) {
             continue;
           }
@@ -259,7 +264,7 @@ public final class SessionWindowAggregation {
           changed.put(new Span(k, start, end), slot);
         }
         if (!listed) {
-          ring.list(k, end);
+          listing.list(k, end);
         }
       }
       if (lateCount > 0 && late != null) {
@@ -287,7 +292,8 @@ public final class SessionWindowAggregation {
         forget(batch, streamTime);
       }
       batch.write();
-      task.update(RowFactory.create(streamTime, TimeWindowAggregation.seq(ring.buckets())));
+      listing.write();
+      task.update(RowFactory.create(streamTime, TimeWindowAggregation.seq(listing.saved())));
       return CollectionConverters.asScala(out.iterator());
     }
 
@@ -305,8 +311,8 @@ public final class SessionWindowAggregation {
         return out;
       }
       Set<Key> seen = new HashSet<>();
-      for (int slot : ring.overlapping(low, high)) {
-        for (Key k : ring.keys(slot)) {
+      for (long group : listing.overlapping(low, high)) {
+        for (Key k : listing.keys(group)) {
           if (!seen.add(k)) {
             continue;
           }
@@ -327,8 +333,8 @@ public final class SessionWindowAggregation {
      */
     private void forget(Sessions batch, long now) {
       long horizon = spec.horizon(now);
-      for (int slot : ring.before(horizon)) {
-        for (Key k : ring.keys(slot)) {
+      for (long group : listing.before(horizon)) {
+        for (Key k : listing.keys(group)) {
           boolean again = false;
           for (Iterator<Session> it = batch.of(k).iterator(); it.hasNext(); ) {
             Session s = it.next();
@@ -336,11 +342,11 @@ public final class SessionWindowAggregation {
               it.remove();
               batch.changed(k);
             } else {
-              again |= ring.in(s.end, slot);
+              again |= listing.in(s.end, group);
             }
           }
           if (!again) {
-            ring.unlist(slot, k);
+            listing.unlist(group, k);
           }
         }
       }

@@ -45,8 +45,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * wrote; an update of a window closed at the record's stream time ({@code end + grace <} stream
  * time) drops the record ({@code late}). Emit updates: one row per changed window and batch, in the
  * order of last change; emit final: one row per window once the stream time passes {@code end +
- * grace}, by end, start, key. Windows are listed by the time bucket of their start in a {@link
- * KeyedWindows.Ring}, to close and forget them without reading the whole task.
+ * grace}, by end, start, key. Windows are listed by the time bucket of their start ({@link
+ * KeyedWindows.Listing}), to close and forget them without reading the whole task.
  */
 public final class SlidingWindowAggregation {
   private SlidingWindowAggregation() {}
@@ -63,10 +63,12 @@ public final class SlidingWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late) {
+      LongAccumulator late,
+      String listing) {
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
-    Spec spec = new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema());
+    Spec spec =
+        new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema(), listing);
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
@@ -78,9 +80,18 @@ public final class SlidingWindowAggregation {
     final TimeWindowAggregation.Aggregator aggregator;
     final KeyedWindows.Columns columns;
     final StructType windows;
-    final long width;
+    /** The longest time, in ms, from a window's start to its forgetting. */
+    final long span;
+    /** The keys' listing's layout ({@link KeyedWindows.Listing#of}). */
+    final String listing;
 
-    Spec(long d, long grace, boolean emitFinal, TimeWindowAggregation.Aggregator aggregator, StructType input) {
+    Spec(
+        long d,
+        long grace,
+        boolean emitFinal,
+        TimeWindowAggregation.Aggregator aggregator,
+        StructType input,
+        String listing) {
       this.d = d;
       this.grace = grace;
       this.retention = 2 * d + grace;
@@ -90,7 +101,8 @@ public final class SlidingWindowAggregation {
       this.windows = KeyedWindows.windows("windows", List.of("start"), aggregator);
       // Listed by its start, a window is found for retention ms of starts and closes d + grace
       // after its start; the latest start leads the stream time by at most 1 ms.
-      this.width = KeyedWindows.Ring.width(retention + 2);
+      this.span = retention + 2;
+      this.listing = listing;
     }
   }
 
@@ -126,7 +138,7 @@ public final class SlidingWindowAggregation {
     private final LongAccumulator late;
     private transient ValueState<Row> task;
     private transient MapState<Row, Row> windows;
-    private transient KeyedWindows.Ring ring;
+    private transient KeyedWindows.Listing listing;
 
     Processor(Spec spec, LongAccumulator late) {
       this.spec = spec;
@@ -135,16 +147,16 @@ public final class SlidingWindowAggregation {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
+      StructType keyRow = spec.columns.keyRow;
+      listing = KeyedWindows.Listing.of(getHandle(), "starts", keyRow, spec.span, spec.listing);
       StructType taskSchema =
           new StructType()
               .add("stream_time", DataTypes.LongType, true)
               .add("latest", DataTypes.LongType, true)
-              .add("buckets", DataTypes.createArrayType(DataTypes.LongType, false), false);
+              .add("buckets", listing.savedType(), false);
       task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
-      StructType keyRow = spec.columns.keyRow;
       windows =
           getHandle().getMapState("windows", Encoders.row(keyRow), Encoders.row(spec.windows), TTLConfig.NONE());
-      ring = new KeyedWindows.Ring(getHandle(), "starts", keyRow, spec.width);
     }
 
     /** The task's running state in a batch: its keys' windows, changelog and latest start. */
@@ -159,10 +171,10 @@ public final class SlidingWindowAggregation {
         this.changed = new LinkedHashMap<>(TimeWindowAggregation.capacity(records), 0.75f, true);
       }
 
-      /** Write a window (the store's put): the batch's changelog, the ring, the latest start. */
+      /** Write a window (the store's put): the batch's changelog, the listing, the latest start. */
       void put(Key k, long start, Object[] slot) {
         if (batch.of(k).put(start, slot) == null) {
-          ring.list(k, start);
+          listing.list(k, start);
         }
         batch.changed(k);
         if (!spec.emitFinal) {
@@ -185,7 +197,7 @@ public final class SlidingWindowAggregation {
       Long latest = saved == null || saved.isNullAt(1) ? null : saved.getLong(1);
       // Windows closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      ring.begin(saved == null ? List.of() : saved.getList(2));
+      listing.begin(saved == null ? List.of() : saved.getList(2));
       Step step = new Step(latest, records.size());
       List<Row> out = new ArrayList<>();
       long lateCount = 0;
@@ -216,7 +228,8 @@ public final class SlidingWindowAggregation {
         forget(step.batch, streamTime, step.latest);
       }
       step.batch.write();
-      task.update(RowFactory.create(streamTime, step.latest, TimeWindowAggregation.seq(ring.buckets())));
+      listing.write();
+      task.update(RowFactory.create(streamTime, step.latest, TimeWindowAggregation.seq(listing.saved())));
       return CollectionConverters.asScala(out.iterator());
     }
     /**
@@ -315,8 +328,8 @@ public final class SlidingWindowAggregation {
       }
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
       Set<Key> seen = new HashSet<>();
-      for (int slot : ring.overlapping(low, high)) {
-        for (Key k : ring.keys(slot)) {
+      for (long group : listing.overlapping(low, high)) {
+        for (Key k : listing.keys(group)) {
           if (!seen.add(k)) {
             continue;
           }
@@ -345,16 +358,16 @@ public final class SlidingWindowAggregation {
         return;
       }
       long horizon = Math.min(latest - spec.retention + 1, now - spec.d - spec.grace);
-      for (int slot : ring.before(horizon)) {
-        for (Key k : ring.keys(slot)) {
+      for (long group : listing.before(horizon)) {
+        for (Key k : listing.keys(group)) {
           TreeMap<Long, Object[]> mine = batch.of(k);
           Map<Long, Object[]> old = mine.headMap(horizon, false);
           if (!old.isEmpty()) {
             old.clear();
             batch.changed(k);
           }
-          if (mine.keySet().stream().noneMatch(start -> ring.in(start, slot))) {
-            ring.unlist(slot, k);
+          if (mine.keySet().stream().noneMatch(start -> listing.in(start, group))) {
+            listing.unlist(group, k);
           }
         }
       }
