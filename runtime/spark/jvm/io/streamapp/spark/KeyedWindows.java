@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -194,15 +193,29 @@ final class KeyedWindows {
    * state, and those changed written once at the end.
    */
   abstract static class Keys<V> {
+    /** A key's windows in the batch, and whether they changed. */
+    private static final class Loaded<V> {
+      final Key key;
+      final V windows;
+      boolean dirty;
+
+      Loaded(Key key, V windows) {
+        this.key = key;
+        this.windows = windows;
+      }
+    }
+
     private final MapState<Row, Row> state;
-    private final Map<Key, V> keys;
-    private final Set<Key> dirty;
+    private final Map<Key, Loaded<V>> keys;
+    private final List<Loaded<V>> dirty;
+    /** The key last looked up: {@link #changed} mostly follows {@link #of} for the same key. */
+    private Loaded<V> last;
 
     /** {@code records}: the batch's records, at most a key each (the maps are sized for them). */
     Keys(MapState<Row, Row> state, int records) {
       this.state = state;
       this.keys = new HashMap<>(TimeWindowAggregation.capacity(records));
-      this.dirty = new LinkedHashSet<>(TimeWindowAggregation.capacity(records));
+      this.dirty = new ArrayList<>();
     }
 
     /** The key's windows from its stored value (null: none). */
@@ -211,27 +224,40 @@ final class KeyedWindows {
     /** The stored rows of the key's windows (none: the key is removed). */
     abstract List<Object> rows(V windows);
 
-    V of(Key k) {
-      V found = keys.get(k);
+    private Loaded<V> loaded(Key k) {
+      if (last != null && last.key == k) {
+        return last;
+      }
+      Loaded<V> found = keys.get(k);
       if (found == null) {
-        found = load(state.getValue(k.row()));
+        found = new Loaded<>(k, load(state.getValue(k.row())));
         keys.put(k, found);
       }
+      last = found;
       return found;
     }
 
+    V of(Key k) {
+      return loaded(k).windows;
+    }
+
     void changed(Key k) {
-      dirty.add(k);
+      Loaded<V> found = loaded(k);
+      if (!found.dirty) {
+        found.dirty = true;
+        dirty.add(found);
+      }
     }
 
     void write() {
-      for (Key k : dirty) {
-        List<Object> rows = rows(keys.get(k));
+      for (Loaded<V> k : dirty) {
+        List<Object> rows = rows(k.windows);
         if (rows.isEmpty()) {
-          state.removeKey(k.row());
+          state.removeKey(k.key.row());
         } else {
-          state.updateValue(k.row(), RowFactory.create(TimeWindowAggregation.seq(rows)));
+          state.updateValue(k.key.row(), RowFactory.create(TimeWindowAggregation.seq(rows)));
         }
+        k.dirty = false;
       }
       dirty.clear();
     }
