@@ -229,6 +229,9 @@ def _on_jvm(
     )
     if text_as_bytes:
         rows = rows.withColumn("key", F.col("key").cast("binary"))
+    if aggregator.name == "count":
+        # A count reads no value: a null of its type crosses the shuffle and the row conversion.
+        rows = rows.withColumn("value", F.lit(None).cast(rows.schema["value"].dataType))
     schema = _windowed_schema(rows, aggregator)
     keyed = engine.with_task_key(rows, "partition")._jdf
     value_type = rows.schema["value"].dataType.json()
