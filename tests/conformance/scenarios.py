@@ -502,15 +502,7 @@ SCENARIOS: list[Scenario] = [
     ],
     Scenario(
         "keyOrderTextTumblingFinal",
-        """
-      - from: {topic: in0}
-        steps:
-          - groupByKey: {}
-          - windowedBy: {tumbling: 10s, grace: 5s, emit: final}
-          - count: {}
-          - toStream: {}
-          - to: {topic: out, valueSerde: long}
-""",
+        _windowed_count(_WINDOW_KINDS["tumbling"], "final"),  # tumblingFinal's
         FINAL,
         windowed=True,
         partitions=1,
