@@ -140,7 +140,6 @@ def windowed_aggregate(
         # (one stream time); the source partition stays in `sub` for the arrival order.
         rows = rows.withColumn("partition", engine.hash_task(rows, "key", tasks))
 
-    schema = _windowed_schema(rows, aggregator)
     if jvm:
         if (
             merged is not None
@@ -151,6 +150,7 @@ def windowed_aggregate(
         if late_counter is not None and not isinstance(late_counter, JvmCounter):
             raise TypeError("the JVM aggregation counts late records in a JvmCounter")
         return Windowed(_on_jvm(rows, spec, aggregator, emit, late_counter))
+    schema = _windowed_schema(rows, aggregator)
     if isinstance(late_counter, JvmCounter):
         raise TypeError("the Python engine counts late records in a Spark accumulator")
     counter: Accumulator[int] | None = late_counter

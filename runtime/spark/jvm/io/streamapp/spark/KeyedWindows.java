@@ -3,6 +3,7 @@ package io.streamapp.spark;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -108,6 +109,19 @@ final class KeyedWindows {
     }
     System.arraycopy(slot, 0, fields, bounds.length, slot.length);
     return RowFactory.create(fields);
+  }
+
+  /**
+   * Kafka Streams' order of final result rows ({@link #row}) that close together: by end, then
+   * start, then key (emit final's time-ordered store); {@code keyBeforeStart}: by end, then key,
+   * then start (suppression's buffer, for sessions; a time window's start follows from its end).
+   */
+  static Comparator<Row> finalOrder(boolean keyBeforeStart) {
+    Comparator<Row> byStart = Comparator.comparingLong(f -> f.getLong(2));
+    Comparator<Row> byKey = (f, g) -> Key.compare(f.get(1), g.get(1));
+    return Comparator.<Row>comparingLong(f -> f.getLong(3))
+        .thenComparing(keyBeforeStart ? byKey : byStart)
+        .thenComparing(keyBeforeStart ? byStart : byKey);
   }
 
   /** Whether {@code emit} (updates, final or suppress) emits one final result per window. */

@@ -1,7 +1,6 @@
 package io.streamapp.spark;
 
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -279,14 +278,7 @@ public final class SessionWindowAggregation {
       if (streamTime != null) {
         if (spec.emitFinal) {
           finals.addAll(close(batch, before, streamTime, agg));
-          // Kafka Streams' order of closing: by end, then start, then key (suppression: by end,
-          // then key, then start).
-          Comparator<Row> byStart = Comparator.comparingLong(f -> f.getLong(2));
-          Comparator<Row> byKey = (f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1));
-          finals.sort(
-              Comparator.<Row>comparingLong(f -> f.getLong(3))
-                  .thenComparing(spec.keyBeforeStart ? byKey : byStart)
-                  .thenComparing(spec.keyBeforeStart ? byStart : byKey));
+          finals.sort(KeyedWindows.finalOrder(spec.keyBeforeStart));
           out.addAll(finals);
         }
         forget(batch, streamTime);

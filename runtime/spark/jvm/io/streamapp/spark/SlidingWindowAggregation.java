@@ -1,7 +1,6 @@
 package io.streamapp.spark;
 
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -341,10 +340,7 @@ public final class SlidingWindowAggregation {
           }
         }
       }
-      out.sort(
-          Comparator.<Row>comparingLong(f -> f.getLong(3))
-              .thenComparingLong(f -> f.getLong(2))
-              .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
+      out.sort(KeyedWindows.finalOrder(false));
       return out;
     }
 

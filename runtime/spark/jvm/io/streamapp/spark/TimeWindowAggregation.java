@@ -236,11 +236,7 @@ public final class TimeWindowAggregation {
       for (Row id : gone) {
         windows.removeKey(id);
       }
-      // Kafka Streams' order of closing: by window end, then start, then key.
-      finals.sort(
-          Comparator.<Row>comparingLong(f -> f.getLong(3))
-              .thenComparingLong(f -> f.getLong(2))
-              .thenComparing((f, g) -> KeyedWindows.Key.compare(f.get(1), g.get(1))));
+      finals.sort(KeyedWindows.finalOrder(false));
       return finals;
     }
   }
