@@ -52,6 +52,13 @@ _CHECKPOINT_FILES = "io.streamapp.spark.LocalCheckpointFileManager"
 #: (tests/bench/windowed); a word count's warm micro-batches p50 / p99 86 / 151 ms against 127 /
 #: 247 with G1, its drain 147 k against 129 k records/s (tests/bench/run, 200,000 records).
 _GC = "-XX:+UseParallelGC"
+#: The class-metadata size at which the JVM first collects to unload classes: Spark's classes and
+#: the code it generates take ~60-150 MB of metaspace (150 without the class-data archive), over the
+#: JDK's initial 21 MB threshold, so every JVM ran a full collection "Metadata GC Threshold" as it
+#: grew (130-210 ms on 2 cores each, once during start-up and for a word count once more after a
+#: minute: a micro-batch that long). 256 MB: none in tests/bench/run (stateless, word count, GC log).
+_METASPACE = "-XX:MetaspaceSize=256m"
+_JVM = f"{_GC} {_METASPACE}"
 #: Whether RocksDB counts the rows of each state store (Spark's default true): the count costs a
 #: RocksDB read before every state write and delete (12 % of the records/s of a windowed count over
 #: 1 M keys, 14 % of its CPU: tests/bench/results/windowed). Off, as Kafka Streams records its
@@ -83,8 +90,8 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         # Local runs: no UI port to collide on, and no shuffle service.
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"{_GC} -Dlog4j2.configurationFile={_LOG4J2}",
-        "spark.executor.extraJavaOptions": f"{_GC} -Dlog4j2.configurationFile={_LOG4J2}",
+        "spark.driver.extraJavaOptions": f"{_JVM} -Dlog4j2.configurationFile={_LOG4J2}",
+        "spark.executor.extraJavaOptions": f"{_JVM} -Dlog4j2.configurationFile={_LOG4J2}",
     }
 
 
