@@ -511,6 +511,9 @@ def run_one(
         # becomes the drain's first batch (its latestOffset then includes the pause).
         window = (paused_wall, time.time())
         result["resumed_wall"] = resumed_wall
+        # Where the warm phase's CPU goes, by thread (the driver's Python, the stream thread, the
+        # tasks, GC, JIT …): what competes with the micro-batches for the 2 cores.
+        warm_threads0, warm_cpu0 = profiling.thread_cpu(variant.members()), variant.cpu()
         if topology == "stateless":
             # The same probes again, the process warm: the first phase, right after start-up,
             # meets code the JIT has not compiled yet (a start-up cost, there as with any JVM); a
@@ -524,6 +527,11 @@ def run_one(
             began = time.time()
             loaded += _rate_phase(bootstrap, source, pool, monitor, args, start=loaded)
             warm_window = (began, time.time())
+        if warm_window is not None:
+            result["warm_cpu_s"] = round(variant.cpu() - warm_cpu0, 2)
+            result["warm_threads"] = profiling.thread_delta(
+                warm_threads0, profiling.thread_cpu(variant.members())
+            )[:12]
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
         result["status"] = "ok"
