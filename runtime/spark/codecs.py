@@ -75,19 +75,11 @@ def readable(df: DataFrame, serdes: Mapping[str, str]) -> DataFrame:
     reads it (a filter pushed below a projection, for one), and a check inside the decoded column
     ran once per copy. Later filters are combined after it, and Spark evaluates a Python function
     of a filter only on the rows that passed the filter's other conditions, so no user code sees a
-    value its serde cannot read.
-
-    Without a ``json`` serde the check is two JVM UDFs (``SourceCheck.java``): the same check as
-    SQL expressions is some sixty expression nodes that Spark's optimizer walks again every
-    micro-batch."""
-    checked = {column: serde for column, serde in serdes.items() if serde != "bytes"}
-    if checked and "json" not in checked.values():
-        valid, message = jvm_udfs.source_check(list(checked), list(checked.values()), spark=df.sparkSession)
-        columns = [F.col(column) for column in checked]
-        failure = F.raise_error(message(*columns, F.col("topic"), F.col("partition"), F.col("offset")))
-        return df.where(F.when(valid(*columns), F.lit(True)).otherwise(failure))
+    value its serde cannot read."""
     checks = []
-    for column, serde in checked.items():
+    for column, serde in serdes.items():
+        if serde == "bytes":
+            continue
         bad = problem(F.col(column), serde)
         reason = F.concat(
             record_name(column),
