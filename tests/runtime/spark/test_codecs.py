@@ -117,3 +117,43 @@ def test_a_value_the_serde_cannot_read_fails_naming_the_record_and_the_reason(
         decoded(df)
     message = str(failure.value)
     assert f"value of record orders/2@42 cannot be read with the {serde} serde: {reason}" in message, message
+
+
+@pytest.mark.parametrize(
+    ("serdes", "reason"),
+    [
+        # the key is checked first: a record with both unreadable names its key
+        ({"key": "string", "value": "long"}, "key of record orders/1@7 cannot be read with the string serde"),
+        ({"key": "bytes", "value": "long"}, "value of record orders/1@7 cannot be read with the long serde"),
+        ({"key": "json", "value": "int"}, "key of record orders/1@7 cannot be read with the json serde"),
+    ],
+)
+def test_a_record_with_key_and_value_unreadable_is_named_by_its_first_unreadable_column(
+    spark: SparkSession, serdes: dict[str, str], reason: str
+) -> None:
+    """The check names the key first, whatever the serdes, and lets readable records and nulls
+    through."""
+    from streamapp.runtime.spark import codecs
+
+    df = spark.createDataFrame(
+        [
+            (
+                b"k",
+                struct.pack(">q", 5) if serdes["value"] == "long" else struct.pack(">i", 5),
+                "orders",
+                1,
+                5,
+            ),
+            (None, None, "orders", 1, 6),
+            (b"\xff", b"abc", "orders", 1, 7),
+        ],
+        "key binary, value binary, topic string, partition int, offset long",
+    )
+    if serdes["key"] == "json":
+        df = df.selectExpr(
+            "if(offset = 5, binary('{}'), key) as key", "value", "topic", "partition", "offset"
+        )
+    assert [r.offset for r in codecs.readable(df.where("offset < 7"), serdes).collect()] == [5, 6]
+    with pytest.raises(Exception) as failure:
+        codecs.readable(df, serdes).collect()
+    assert reason in str(failure.value), str(failure.value)
