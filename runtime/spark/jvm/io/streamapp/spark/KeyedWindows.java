@@ -24,10 +24,12 @@ import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.StatefulProcessorHandle;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.LongAccumulator;
 
 /**
  * What the window aggregations with their state per record key (sessions, sliding windows)
@@ -274,6 +276,92 @@ final class KeyedWindows {
         k.dirty = false;
       }
       dirty.clear();
+    }
+  }
+
+  /**
+   * The processor of a window aggregation whose keys are {@link Listing listed} (sessions, sliding
+   * windows). Its state variables: {@code task}, the task's value (its stream time, the
+   * aggregation's own {@code fields}, longs, and the listing's buckets); a map state of each key's
+   * windows; the listing. A batch reads the task's value with {@link #begin} and saves it with
+   * {@link #end}.
+   */
+  abstract static class ListedProcessor extends StatefulProcessor<Integer, Row, Row> {
+    private final LongAccumulator late;
+    private final StructType keyRow;
+    private final String stateName;
+    private final StructType stateType;
+    private final String listedBy;
+    private final long span;
+    private final String layout;
+    private final String[] fields;
+    transient ValueState<Row> task;
+    /** Each key's windows: {@code stateType}, by the key's row. */
+    transient MapState<Row, Row> state;
+    transient Listing listing;
+
+    /**
+     * {@code late} (may be null) counts the records dropped as late; the map state {@code
+     * stateName} holds a key ({@code keyRow}) its windows ({@code stateType}); the listing {@code
+     * listedBy} ({@link Listing#of}: {@code span}, {@code layout}).
+     */
+    ListedProcessor(
+        LongAccumulator late,
+        StructType keyRow,
+        String stateName,
+        StructType stateType,
+        String listedBy,
+        long span,
+        String layout,
+        String... fields) {
+      this.late = late;
+      this.keyRow = keyRow;
+      this.stateName = stateName;
+      this.stateType = stateType;
+      this.listedBy = listedBy;
+      this.span = span;
+      this.layout = layout;
+      this.fields = fields.clone();
+    }
+
+    @Override
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+      listing = Listing.of(getHandle(), listedBy, keyRow, span, layout);
+      StructType taskSchema = new StructType().add("stream_time", DataTypes.LongType, true);
+      for (String field : fields) {
+        taskSchema = taskSchema.add(field, DataTypes.LongType, true);
+      }
+      taskSchema = taskSchema.add("buckets", listing.savedType(), false);
+      task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
+      state = getHandle().getMapState(stateName, Encoders.row(keyRow), Encoders.row(stateType), TTLConfig.NONE());
+    }
+
+    /** The task's value at a batch's start (null: none yet), the listing begun from it. */
+    Row begin() {
+      Row saved = task.exists() ? task.get() : null;
+      listing.begin(saved == null ? List.of() : saved.getList(fields.length + 1));
+      return saved;
+    }
+
+    /** Field {@code i} of the task's value ({@code 0}: the stream time; null: none yet). */
+    static Long field(Row saved, int i) {
+      return saved == null || saved.isNullAt(i) ? null : saved.getLong(i);
+    }
+
+    /** The batch's end: the listing written and the task's value saved. */
+    void end(Long streamTime, Long... values) {
+      listing.write();
+      Object[] row = new Object[values.length + 2];
+      row[0] = streamTime;
+      System.arraycopy(values, 0, row, 1, values.length);
+      row[row.length - 1] = TimeWindowAggregation.seq(listing.saved());
+      task.update(RowFactory.create(row));
+    }
+
+    void countLate(long count) {
+      if (count > 0 && late != null) {
+        late.add(count);
+      }
     }
   }
 

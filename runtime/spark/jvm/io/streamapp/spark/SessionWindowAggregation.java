@@ -12,18 +12,10 @@ import io.streamapp.spark.KeyedWindows.Key;
 import io.streamapp.spark.KeyedWindows.Span;
 
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.MapState;
-import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.streaming.StatefulProcessor;
-import org.apache.spark.sql.streaming.TTLConfig;
-import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
-import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
 
@@ -166,29 +158,12 @@ public final class SessionWindowAggregation {
     }
   }
 
-  static final class Processor extends StatefulProcessor<Integer, Row, Row> {
+  static final class Processor extends KeyedWindows.ListedProcessor {
     private final Spec spec;
-    private final LongAccumulator late;
-    private transient ValueState<Row> task;
-    private transient MapState<Row, Row> sessions;
-    private transient KeyedWindows.Listing listing;
 
     Processor(Spec spec, LongAccumulator late) {
+      super(late, spec.columns.keyRow, "sessions", spec.sessions, "ends", spec.span, spec.listing);
       this.spec = spec;
-      this.late = late;
-    }
-
-    @Override
-    public void init(OutputMode outputMode, TimeMode timeMode) {
-      StructType keyRow = spec.columns.keyRow;
-      listing = KeyedWindows.Listing.of(getHandle(), "ends", keyRow, spec.span, spec.listing);
-      StructType taskSchema =
-          new StructType()
-              .add("stream_time", DataTypes.LongType, true)
-              .add("buckets", listing.savedType(), false);
-      task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
-      sessions =
-          getHandle().getMapState("sessions", Encoders.row(keyRow), Encoders.row(spec.sessions), TTLConfig.NONE());
     }
 
     @Override
@@ -197,13 +172,11 @@ public final class SessionWindowAggregation {
       KeyedWindows.Columns c = spec.columns;
       List<Row> records =
           TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
-      Row saved = task.exists() ? task.get() : null;
-      Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
+      Long streamTime = field(begin(), 0);
       // Sessions closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      listing.begin(saved == null ? List.of() : saved.getList(1));
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
-      Sessions batch = new Sessions(sessions, records.size());
+      Sessions batch = new Sessions(state, records.size());
       // Changed sessions in the order of their last change (null: the tombstone of a merged one).
       LinkedHashMap<Span, Object[]> changed =
           new LinkedHashMap<>(TimeWindowAggregation.capacity(records.size()), 0.75f, true);
@@ -266,9 +239,7 @@ public final class SessionWindowAggregation {
           listing.list(k, end);
         }
       }
-      if (lateCount > 0 && late != null) {
-        late.add(lateCount);
-      }
+      countLate(lateCount);
       for (Map.Entry<Span, Object[]> e : changed.entrySet()) {
         Span s = e.getKey();
         Object[] slot = e.getValue();
@@ -284,8 +255,7 @@ public final class SessionWindowAggregation {
         forget(batch, streamTime);
       }
       batch.write();
-      listing.write();
-      task.update(RowFactory.create(streamTime, TimeWindowAggregation.seq(listing.saved())));
+      end(streamTime);
       return CollectionConverters.asScala(out.iterator());
     }
 

@@ -12,18 +12,10 @@ import io.streamapp.spark.KeyedWindows.Key;
 import io.streamapp.spark.KeyedWindows.Span;
 
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.MapState;
-import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.streaming.StatefulProcessor;
-import org.apache.spark.sql.streaming.TTLConfig;
-import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
-import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
 
@@ -132,30 +124,12 @@ public final class SlidingWindowAggregation {
     }
   }
 
-  static final class Processor extends StatefulProcessor<Integer, Row, Row> {
+  static final class Processor extends KeyedWindows.ListedProcessor {
     private final Spec spec;
-    private final LongAccumulator late;
-    private transient ValueState<Row> task;
-    private transient MapState<Row, Row> windows;
-    private transient KeyedWindows.Listing listing;
 
     Processor(Spec spec, LongAccumulator late) {
+      super(late, spec.columns.keyRow, "windows", spec.windows, "starts", spec.span, spec.listing, "latest");
       this.spec = spec;
-      this.late = late;
-    }
-
-    @Override
-    public void init(OutputMode outputMode, TimeMode timeMode) {
-      StructType keyRow = spec.columns.keyRow;
-      listing = KeyedWindows.Listing.of(getHandle(), "starts", keyRow, spec.span, spec.listing);
-      StructType taskSchema =
-          new StructType()
-              .add("stream_time", DataTypes.LongType, true)
-              .add("latest", DataTypes.LongType, true)
-              .add("buckets", listing.savedType(), false);
-      task = getHandle().getValueState("task", Encoders.row(taskSchema), TTLConfig.NONE());
-      windows =
-          getHandle().getMapState("windows", Encoders.row(keyRow), Encoders.row(spec.windows), TTLConfig.NONE());
     }
 
     /** The task's running state in a batch: its keys' windows, changelog and latest start. */
@@ -166,7 +140,7 @@ public final class SlidingWindowAggregation {
 
       Step(Long latest, int records) {
         this.latest = latest;
-        this.batch = new Windows(windows, records);
+        this.batch = new Windows(state, records);
         this.changed = new LinkedHashMap<>(TimeWindowAggregation.capacity(records), 0.75f, true);
       }
 
@@ -191,13 +165,11 @@ public final class SlidingWindowAggregation {
       KeyedWindows.Columns c = spec.columns;
       List<Row> records =
           TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
-      Row saved = task.exists() ? task.get() : null;
-      Long streamTime = saved == null || saved.isNullAt(0) ? null : saved.getLong(0);
-      Long latest = saved == null || saved.isNullAt(1) ? null : saved.getLong(1);
+      Row saved = begin();
+      Long streamTime = field(saved, 0);
       // Windows closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      listing.begin(saved == null ? List.of() : saved.getList(2));
-      Step step = new Step(latest, records.size());
+      Step step = new Step(field(saved, 1), records.size());
       List<Row> out = new ArrayList<>();
       long lateCount = 0;
       for (Row r : records) {
@@ -210,9 +182,7 @@ public final class SlidingWindowAggregation {
           lateCount++;
         }
       }
-      if (lateCount > 0 && late != null) {
-        late.add(lateCount);
-      }
+      countLate(lateCount);
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
       for (Map.Entry<Span, Object[]> e : step.changed.entrySet()) {
         Span s = e.getKey();
@@ -227,8 +197,7 @@ public final class SlidingWindowAggregation {
         forget(step.batch, streamTime, step.latest);
       }
       step.batch.write();
-      listing.write();
-      task.update(RowFactory.create(streamTime, step.latest, TimeWindowAggregation.seq(listing.saved())));
+      end(streamTime, step.latest);
       return CollectionConverters.asScala(out.iterator());
     }
     /**
