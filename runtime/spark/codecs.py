@@ -75,11 +75,37 @@ def readable(df: DataFrame, serdes: Mapping[str, str]) -> DataFrame:
     reads it (a filter pushed below a projection, for one), and a check inside the decoded column
     ran once per copy. Later filters are combined after it, and Spark evaluates a Python function
     of a filter only on the rows that passed the filter's other conditions, so no user code sees a
-    value its serde cannot read."""
+    value its serde cannot read.
+
+    Without a ``json`` serde the filter's condition is the check alone (a length or a UTF-8 test
+    per column) and the message a JVM UDF (``SourceProblem.java``) evaluated only for a record
+    that fails it: the message as SQL (a ``concat`` per column naming the record and the reason)
+    is most of the check's expression nodes, which Spark's optimizer walks again every
+    micro-batch."""
+    checked = {column: serde for column, serde in serdes.items() if serde != "bytes"}
+    if not checked:
+        return df
+    if "json" not in checked.values() and len(checked) <= 2:
+        columns = [F.col(column) for column in checked]
+        valid = functools.reduce(
+            lambda a, b: a & b,
+            [col.isNull() | _valid(col, serde) for col, serde in zip(columns, checked.values(), strict=True)],
+        )
+        spec = ";".join(f"{column}:{serde}" for column, serde in checked.items())
+        second = columns[1] if len(columns) == 2 else F.lit(None).cast("binary")
+        message = jvm_udfs.call(
+            "source_problem",
+            F.lit(spec),
+            columns[0],
+            second,
+            F.col("topic"),
+            F.col("partition"),
+            F.col("offset"),
+            spark=df.sparkSession,
+        )
+        return df.where(F.when(valid, F.lit(True)).otherwise(F.raise_error(message)))
     checks = []
-    for column, serde in serdes.items():
-        if serde == "bytes":
-            continue
+    for column, serde in checked.items():
         bad = problem(F.col(column), serde)
         reason = F.concat(
             record_name(column),
@@ -88,7 +114,14 @@ def readable(df: DataFrame, serdes: Mapping[str, str]) -> DataFrame:
             F.lit(" (deserializationErrors: fail)"),
         )
         checks.append(F.when(bad.isNotNull(), F.raise_error(reason)).otherwise(F.lit(True)))
-    return df.where(functools.reduce(lambda a, b: a & b, checks)) if checks else df
+    return df.where(functools.reduce(lambda a, b: a & b, checks))
+
+
+def _valid(col: Column, serde: str) -> Column:
+    """Whether a non-null ``col`` (binary) is a valid ``serde`` encoding (fixed-width, string)."""
+    if serde in WIDTHS:
+        return F.octet_length(col) == WIDTHS[serde]
+    return F.is_valid_utf8(col.cast("string"))
 
 
 def _decode(col: Column, serde: str, *, schema: str | None = None) -> Column:

@@ -22,6 +22,7 @@ _UDFS = {
     "windowed_key_text": (f"{_SERDES}WindowedKeyText", "binary"),
     "kafka_partition": ("io.streamapp.spark.KafkaPartition", "int"),
     "task_key": ("io.streamapp.spark.TaskKey", "int"),
+    "source_problem": ("io.streamapp.spark.SourceProblem", "string"),
 }
 
 
