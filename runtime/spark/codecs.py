@@ -31,15 +31,14 @@ WIDTHS = {"int": 4, "long": 8, "double": 8}
 def problem(col: Column, serde: str) -> Column:
     """Why ``col`` (binary) is not a valid ``serde`` encoding; null when it is valid (or null)."""
     if serde in WIDTHS:
-        width = WIDTHS[serde]
-        length = F.octet_length(col)
+        length = F.octet_length(col).cast("string")
         return F.when(
-            col.isNotNull() & (length != width),
-            F.concat(F.lit(f"a {serde} is {width} bytes, this value has "), length.cast("string")),
+            col.isNotNull() & ~_valid(col, serde),
+            F.concat(F.lit(f"a {serde} is {WIDTHS[serde]} bytes, this value has "), length),
         )
     if serde in ("string", "json"):
         text = col.cast("string")
-        invalid_utf8 = col.isNotNull() & ~F.is_valid_utf8(text)
+        invalid_utf8 = col.isNotNull() & ~_valid(col, "string")
         if serde == "string":
             return F.when(invalid_utf8, F.lit("not valid UTF-8"))
         return F.when(invalid_utf8, F.lit("not valid UTF-8")).when(
