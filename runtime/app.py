@@ -480,11 +480,10 @@ class StreamApp:
             while True:
                 active = run.query.isActive
                 now = time.monotonic()
-                for raw in _reports_after(run.query, last):
+                for raw, written in run.reports_after(last):
                     last = (str(raw["timestamp"]), int(raw["batchId"]))
                     # Idle reports (no batch ran) carry no addBatch phase: nothing to count.
                     ran = "addBatch" in (raw.get("durationMs") or {})
-                    written = run.written(int(raw["batchId"])) if ran else None
                     if run.metrics is not None:
                         run.metrics.feed.progress(raw, written=written)
                     if not ran:
@@ -629,27 +628,6 @@ def _idleness(query: Any) -> str:
     if status.get("isDataAvailable", True) or message.startswith(("Initializing", "Processing")):
         return "working"
     return "waiting" if message.startswith("Waiting") else "polling"
-
-
-def _reports_after(query: Any, last: tuple[str, int]) -> list[dict[str, Any]]:
-    """The query's progress reports (micro-batches and idle reports) made after ``last`` (the
-    timestamp, Spark's ISO-8601 UTC text, which sorts as time does, and batch id of a report),
-    oldest first.
-
-    Read from Spark's buffer of recent reports newest first, up to the first one already read: two
-    py4j calls per report looked at and the JSON of each new one. (PySpark's
-    ``query.recentProgress`` converts the whole buffer, 100 reports, through JSON on every call:
-    twice a second, CPU a 2-core driver's micro-batches waited for.)"""
-    import json  # noqa: PLC0415
-
-    buffer = query._jsq.recentProgress()
-    reports: list[dict[str, Any]] = []
-    for index in range(len(buffer) - 1, -1, -1):
-        report = buffer[index]
-        if (str(report.timestamp()), int(report.batchId())) <= last:
-            break
-        reports.append(json.loads(report.json()))
-    return reports[::-1]
 
 
 def _add(total: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:

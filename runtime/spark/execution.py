@@ -35,6 +35,7 @@ from streamapp.runtime.kafka import security
 from streamapp.runtime.spark import (
     checkpoints,
     compiler,
+    jvm_sink,
     kafka_io,
     query_metrics,
     runner,
@@ -85,10 +86,11 @@ class Execution:
     #: the Prometheus metrics (served when ``STREAMAPP_METRICS_PORT`` is set)
     metrics: query_metrics.Attached | None = None
 
-    def written(self, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
-        """Per topic, the records micro-batch ``batch_id`` wrote and their largest timestamp (epoch
-        ms), when the sink counts them (else they are observed in the plan)."""
-        return runner.written(self.query, batch_id)
+    def reports_after(self, last: tuple[str, int]) -> list[tuple[dict[str, Any], jvm_sink.Written | None]]:
+        """The query's progress reports made after ``last`` (timestamp, batch id), oldest first,
+        each with the records its batch wrote per topic when the sink counts them (else they are
+        observed in the plan): :func:`runner.reports_after`."""
+        return runner.reports_after(self.spark.sparkContext._jvm, self.query, last)
 
     def late_by_node(self) -> dict[str, int]:
         return {node: int(counter.value) for node, counter in self.late.items()}
@@ -178,7 +180,7 @@ def counted_topics(
     value into sliding windows) per node (``{node: n}``). ``read_sources`` maps the description of
     a source that reads one topic to the topic: its records read are the source's
     ``numInputRows`` (the first source so described: a topic two nodes read is counted once).
-    ``written``: the records written per topic as the sink counted them (:meth:`Execution.written`)."""
+    ``written``: the records written per topic as the sink counted them (:meth:`Execution.reports_after`)."""
     counts: dict[str, dict[str, int]] = {
         "read": {},
         "written": {},

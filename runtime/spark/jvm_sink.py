@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import pathlib
 import shutil
 import subprocess
 import tempfile
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -148,17 +150,49 @@ def register(jvm: Any, gate: Any, producer_config: Mapping[str, str]) -> str:
     return str(jvm.io.streamapp.spark.KafkaSink.register(gate, _java_map(jvm, producer_config)))
 
 
-def written(jvm: Any, registered: str, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
-    """What ``KafkaSink`` wrote in micro-batch ``batch_id``: per topic, the records and their
-    largest timestamp (epoch ms); None if the sink does not (or no longer) know the batch."""
+#: Per topic, the records a micro-batch wrote and their largest timestamp (epoch ms).
+Written = dict[str, tuple[int, int | None]]
+
+
+def written(jvm: Any, registered: str, batch_id: int) -> Written | None:
+    """What ``KafkaSink`` wrote in micro-batch ``batch_id``; None if the sink does not (or no
+    longer) know the batch."""
     text = jvm.io.streamapp.spark.KafkaSink.written(registered, batch_id)
-    if text is None:
-        return None
-    counts: dict[str, tuple[int, int | None]] = {}
-    for line in str(text).splitlines():
-        topic, records, stamp = line.split("\t")
-        counts[topic] = (int(records), int(stamp) if stamp else None)
-    return counts
+    return None if text is None else _written(json.loads(str(text)))
+
+
+def reports_after(
+    jvm: Any, query: Any, last: tuple[str, int], registered: str | None
+) -> list[tuple[dict[str, Any], Written | None]]:
+    """The progress reports of ``query`` (its JVM object) made after ``last`` (a report's
+    timestamp and batch id), oldest first, each with what ``KafkaSink`` wrote in its batch when
+    ``registered`` names the query's sink registration (else None): a py4j call per 6,000
+    characters of reports (``ProgressReports.java``)."""
+    reader = _classes(jvm)["ProgressReports"]
+    found: list[tuple[dict[str, Any], Written | None]] = []
+    while True:
+        answer = json.loads(str(reader.after(query, last[0], last[1], registered)))
+        for report, counts in answer["reports"]:
+            found.append((report, None if counts is None else _written(counts)))
+            last = (str(report["timestamp"]), int(report["batchId"]))
+        if not answer["more"]:
+            return found
+
+
+def _written(parsed: Mapping[str, list[Any]]) -> Written:
+    return {topic: (int(n), None if stamp is None else int(stamp)) for topic, (n, stamp) in parsed.items()}
+
+
+#: jvm → name → the class of ours, looked up once (each step of ``jvm.io.streamapp…`` is a py4j call)
+_CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _classes(jvm: Any) -> dict[str, Any]:
+    found = _CLASSES.get(jvm)
+    if found is None:
+        package = jvm.io.streamapp.spark
+        found = _CLASSES[jvm] = {"ProgressReports": package.ProgressReports}
+    return found
 
 
 def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:

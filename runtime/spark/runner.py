@@ -136,11 +136,25 @@ def forget(query: StreamingQuery) -> None:
         jvm.io.streamapp.spark.KafkaSink.unregister(registered)
 
 
-def written(query: StreamingQuery, batch_id: int) -> dict[str, tuple[int, int | None]] | None:
+def written(query: StreamingQuery, batch_id: int) -> jvm_sink.Written | None:
     """The records micro-batch ``batch_id`` of ``query`` wrote per topic and their largest
     timestamp (epoch ms); None if its sink does not count them or no longer remembers the batch."""
     counting = _COUNTING.get(query)
     return None if counting is None else jvm_sink.written(*counting, batch_id)
+
+
+def reports_after(
+    jvm: Any, query: StreamingQuery, last: tuple[str, int]
+) -> list[tuple[dict[str, Any], jvm_sink.Written | None]]:
+    """The progress reports (micro-batches and idle reports) of ``query`` made after ``last`` (a
+    report's timestamp, Spark's ISO-8601 UTC text, which sorts as time does, and batch id), oldest
+    first, each with what its batch wrote (:func:`written`; None for an idle report or a sink that
+    does not count). One py4j call however many reports are new: PySpark's ``recentProgress``
+    converts the whole buffer, 100 reports, through JSON, and reading the new ones one by one costs
+    a handful of py4j calls each; twice a second, either was CPU a 2-core driver's micro-batches
+    waited for."""
+    counting = _COUNTING.get(query)
+    return jvm_sink.reports_after(jvm, query._jsq, last, None if counting is None else counting[1])
 
 
 #: query → (its JVM view, its KafkaSink registration): the queries whose sink counts its records.

@@ -125,3 +125,51 @@ def test_a_failed_batch_is_not_committed_and_is_written_when_the_query_restarts(
     ]
     # Micro-batch 0 again: what it wrote, per topic, with the largest record timestamp.
     assert runner.written(restarted, 0) == {out: (3, T0 + 2)}
+
+
+def test_the_monitor_reads_every_new_progress_report_with_what_its_batch_wrote(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """``runner.reports_after``: the reports after the one named, oldest first, each batch with the
+    records the sink wrote; the reports of a query outgrow one py4j answer (6,000 characters), and
+    reading them in several answers neither loses nor repeats one."""
+    import json
+    import time
+
+    from pyspark.sql import functions as F
+
+    from streamapp.runtime.spark import runner
+
+    out = new_topic(partitions=1, suffix="out")
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+    plan = rate.select(
+        F.col("value").cast("string").cast("binary").alias("key"),
+        F.col("value").cast("string").cast("binary").alias("value"),
+        F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
+        F.lit(out).alias("topic"),
+        "timestamp",
+        F.lit(None).cast("int").alias("partition"),
+    )
+    query = runner.start_kafka(
+        plan, bootstrap=kafka_bootstrap, checkpoint=str(tmp_path / "checkpoint"), trigger=runner.Trigger()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(query._jsq.recentProgress()) < 15 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    jvm = spark.sparkContext._jvm
+    expected = [json.loads(report.json()) for report in query._jsq.recentProgress()]
+    assert len(expected) >= 15 and len(json.dumps(expected)) > 6000
+
+    pairs = runner.reports_after(jvm, query, ("", -1))
+    assert [report for report, _ in pairs] == expected
+    ran = [(report, written) for report, written in pairs if report["numInputRows"]]
+    assert ran
+    for report, written in ran:
+        assert written is not None and written[out][0] == report["numInputRows"], report["batchId"]
+    named = expected[-5]
+    later = runner.reports_after(jvm, query, (named["timestamp"], named["batchId"]))
+    assert [report for report, _ in later] == expected[-4:]
+    assert runner.reports_after(jvm, query, (expected[-1]["timestamp"], expected[-1]["batchId"])) == []

@@ -90,8 +90,8 @@ public final class KafkaSink implements TableProvider {
   }
 
   /**
-   * The records batch {@code batchId} wrote, per topic: {@code topic\trecords\tlargest timestamp
-   * (ms, empty if none)} lines; null if the batch is not (or no longer) known.
+   * The records batch {@code batchId} wrote, per topic, as a JSON object {@code {"topic": [records,
+   * largest timestamp (ms) or null]}}; null if the batch is not (or no longer) known.
    */
   public static String written(String id, long batchId) {
     Registered registered = REGISTERED.get(id);
@@ -105,16 +105,31 @@ public final class KafkaSink implements TableProvider {
     if (counts == null) {
       return null;
     }
-    StringBuilder out = new StringBuilder();
+    StringBuilder out = new StringBuilder("{");
     for (Map.Entry<String, long[]> entry : counts.entrySet()) {
       long[] cell = entry.getValue();
-      out.append(entry.getKey()).append('\t').append(cell[0]).append('\t');
-      if (cell[1] != Long.MIN_VALUE) {
-        out.append(cell[1]);
-      }
-      out.append('\n');
+      out.append(out.length() > 1 ? "," : "");
+      quoted(out, entry.getKey()).append(':').append('[');
+      out.append(cell[0]).append(',');
+      out.append(cell[1] == Long.MIN_VALUE ? "null" : Long.toString(cell[1])).append(']');
     }
-    return out.toString();
+    return out.append('}').toString();
+  }
+
+  /** {@code text} as a JSON string (a topic a record named may hold any character). */
+  private static StringBuilder quoted(StringBuilder out, String text) {
+    out.append('"');
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == '"' || c == '\\') {
+        out.append('\\').append(c);
+      } else if (c < 0x20) {
+        out.append(String.format("\\u%04x", (int) c));
+      } else {
+        out.append(c);
+      }
+    }
+    return out.append('"');
   }
 
   @Override
