@@ -168,7 +168,9 @@ def reports_after(
     timestamp and batch id), oldest first, each with what ``KafkaSink`` wrote in its batch when
     ``registered`` names the query's sink registration (else None): a py4j call per 6,000
     characters of reports (``ProgressReports.java``)."""
-    reader = _classes(jvm)["ProgressReports"]
+    reader = _READERS.get(jvm)
+    if reader is None:  # looked up once: each step of ``jvm.io.streamapp…`` is a py4j call
+        reader = _READERS[jvm] = jvm.io.streamapp.spark.ProgressReports
     found: list[tuple[dict[str, Any], Written | None]] = []
     while True:
         answer = json.loads(str(reader.after(query, last[0], last[1], registered)))
@@ -183,16 +185,8 @@ def _written(parsed: Mapping[str, list[Any]]) -> Written:
     return {topic: (int(n), None if stamp is None else int(stamp)) for topic, (n, stamp) in parsed.items()}
 
 
-#: jvm → name → the class of ours, looked up once (each step of ``jvm.io.streamapp…`` is a py4j call)
-_CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def _classes(jvm: Any) -> dict[str, Any]:
-    found = _CLASSES.get(jvm)
-    if found is None:
-        package = jvm.io.streamapp.spark
-        found = _CLASSES[jvm] = {"ProgressReports": package.ProgressReports}
-    return found
+#: jvm → its ``ProgressReports`` class
+_READERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def write(batch: DataFrame, producer_config: Mapping[str, str]) -> None:
