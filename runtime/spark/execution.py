@@ -247,6 +247,7 @@ class _Reads:
     max_offsets: int | None
     global_topics: frozenset[str]
     counting: bool
+    micro_batch: bool  # read by a micro-batch trigger, not the real-time one (kafka_io.read_stream)
     #: Set: each topic's start offsets (JSON), whatever the checkpoint says (the warm-up's).
     starting: Callable[[Sequence[str]], str] | None = None
     observed: dict[str, Sequence[str]] = dataclasses.field(default_factory=dict)
@@ -269,6 +270,7 @@ class _Reads:
             max_offsets_per_trigger=max_offsets_per_trigger or app_wide,
             options=options,
             client_config=self.credentials.java(),
+            micro_batch=self.micro_batch,
         )
         # A topic two source nodes read is read twice by Spark; count its records once.
         new = [t for t in topics if t not in self._counted]
@@ -398,6 +400,7 @@ def start(
             or (EXACTLY_ONCE_MAX_OFFSETS if processing_guarantee == "exactly_once_v2" else None),
             global_topics=global_topics,
             counting=counting,
+            micro_batch=(trigger or topology.trigger()[0]) != "real-time",
         )
         exactly_once = None
         if processing_guarantee == "exactly_once_v2":
