@@ -56,6 +56,8 @@ MEASURES = (
     ("latency_p99_ms", "latency p99, ms (stateless, fixed rate)", "lower"),
     ("warm_latency_p50_ms", "latency p50 after the drains (warm), ms", "lower"),
     ("warm_latency_p99_ms", "latency p99 after the drains (warm), ms", "lower"),
+    ("sparse_latency_p50_ms", "latency p50 of sparse input (warm, a few records/s), ms", "lower"),
+    ("sparse_latency_p99_ms", "latency p99 of sparse input (warm, a few records/s), ms", "lower"),
     ("batch_p50_ms", "micro-batch p50 at a fixed rate, ms (Spark)", "lower"),
     ("batch_p99_ms", "micro-batch p99 at a fixed rate, ms (Spark)", "lower"),
     ("warm_batch_p50_ms", "micro-batch p50 at a fixed rate after the drains (warm), ms", "lower"),
@@ -132,6 +134,8 @@ def one_line(r: dict[str, Any]) -> str:
         parts.append(f"p50 {r['latency_p50_ms']} ms p99 {r['latency_p99_ms']} ms")
     if "warm_latency_p99_ms" in r:
         parts.append(f"warm p50 {r['warm_latency_p50_ms']} ms p99 {r['warm_latency_p99_ms']} ms")
+    if "sparse_latency_p99_ms" in r:
+        parts.append(f"sparse p50 {r['sparse_latency_p50_ms']} ms p99 {r['sparse_latency_p99_ms']} ms")
     parts.append(f"start-up {r['startup_s']} s")
     return ", ".join(parts)
 
@@ -215,7 +219,12 @@ def _markdown(
         f"- Workload: {a['records']:,} records drained per run, {a['partitions']} partitions, "
         f"{a['repeats']} runs per variant interleaved, "
         + (
-            f"latency probes at {a['rate']}/s for {a['latency_seconds']} s; "
+            f"latency probes at {a['rate']}/s for {a['latency_seconds']} s"
+            + (
+                f" (sparse: {a['sparse_rate']:g}/s for {a['sparse_seconds']:g} s); "
+                if a.get("sparse_seconds")
+                else "; "
+            )
             if "stateless" in a.get("topologies", ("stateless",))
             else ""
         )
@@ -272,6 +281,8 @@ def _markdown(
         "latency is send → arrival at the harness's read_committed consumer of the output topic; the",
         "first 2 s are discarded. The probes run twice: right after start-up (the JIT has compiled",
         "little yet) and again after the throughput drains (*warm*: what a long-running app sees).",
+        "Then, stateless only, sparse input: probes a few a second (--sparse-rate, --sparse-seconds),",
+        "each met by a micro-batch of its own: the fixed cost per batch a quiet app or a demo sees.",
         "Throughput: the variant's process tree is paused (SIGSTOP), the backlog is written, the CPU time",
         "of the tree is sampled (utime+stime of every process, /proc), the tree is resumed (SIGCONT) and",
         "the drain ends when the output is complete: the expected record count (stateless; contents are",

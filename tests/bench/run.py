@@ -75,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--rate", type=int, default=1000, help="latency probes per second (default 1000)")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="latency phase length (default 20)")
+    p.add_argument(
+        "--sparse-rate", type=float, default=4.0, help="probes per second of the sparse phase (default 4)"
+    )
+    p.add_argument(
+        "--sparse-seconds",
+        type=float,
+        default=15.0,
+        help="length of the stateless topology's last phase, probes at --sparse-rate (default 15; 0: none)",
+    )
     p.add_argument("--warmup", type=int, default=1000, help="lines present before launch (default 1000)")
     p.add_argument(
         "--warm-drain",
@@ -244,20 +253,20 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _produce_paced(
-    bootstrap: str, topic: str, args: argparse.Namespace, record: Callable[[int], tuple[bytes, int]]
+    bootstrap: str, topic: str, rate: float, seconds: float, record: Callable[[int], tuple[bytes, int]]
 ) -> int:
-    """Write ``record(i)`` (value, partition) for i < ``--rate`` × ``--latency-seconds``, ``--rate``
-    a second; returns how many."""
+    """Write ``record(i)`` (value, partition) for i < ``rate`` × ``seconds``, ``rate`` a second;
+    returns how many."""
     from confluent_kafka import Producer
 
     # linger.ms=0 caps a loaded single broker near 1000 produce requests/s and queues the records
     # for seconds; 2 ms batches them at no visible cost. Metadata and connection are set up first.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "log_level": 3})
     producer.list_topics(topic, timeout=10)
-    total = int(args.rate * args.latency_seconds)
+    total = int(rate * seconds)
     began = time.monotonic()
     for i in range(total):
-        delay = began + i / args.rate - time.monotonic()
+        delay = began + i / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         value, partition = record(i)
@@ -268,16 +277,19 @@ def _produce_paced(
 
 
 def _latency_phase(
-    bootstrap: str, topic: str, monitor: workload.Monitor, args: argparse.Namespace, expect_before: int
-) -> dict[str, Any]:
-    total = int(args.rate * args.latency_seconds)
+    bootstrap: str, topic: str, monitor: workload.Monitor, args: argparse.Namespace, expect_before: int,
+    *, rate: float, seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Probes at ``rate`` a second for ``seconds``, each carrying its send time; their latency."""
+    total = int(rate * seconds)
     first = len(monitor.latencies_ms)  # the probes of an earlier phase are not this one's
     monitor.set_target(count=expect_before + total)
     _produce_paced(
-        bootstrap, topic, args, lambda seq: (b"lat %d %d" % (seq, time.monotonic_ns()), seq % args.partitions)
-    )
+        bootstrap, topic, rate, seconds,
+        lambda seq: (b"lat %d %d" % (seq, time.monotonic_ns()), seq % args.partitions),
+    )  # fmt: skip
     arrived = monitor.done.wait(60)
-    skip = int(min(2.0, args.latency_seconds * 0.2) * args.rate)  # the first probes meet a cold path
+    skip = int(min(2.0, seconds * 0.2) * rate)  # the first probes meet a cold path
     samples = [ms for seq, ms in list(monitor.latencies_ms)[first:] if seq >= skip]
     result: dict[str, Any] = {"latency_probes": total, "latency_samples": len(samples)}
     if samples:
@@ -300,7 +312,11 @@ def _rate_phase(
     micro-batches (each brings what arrived while the last ran) are the word count's latency."""
     lines, n = pool.lines, len(pool.lines)
     total = _produce_paced(
-        bootstrap, topic, args, lambda i: (lines[(start + i) % n], (start + i) % args.partitions)
+        bootstrap,
+        topic,
+        args.rate,
+        args.latency_seconds,
+        lambda i: (lines[(start + i) % n], (start + i) % args.partitions),
     )
     monitor.set_target(words=pool.word_counts(0, start + total))
     monitor.done.wait(60)
@@ -443,7 +459,9 @@ def run_one(
 
         if topology == "stateless":
             began = time.time()
-            result |= _latency_phase(bootstrap, source, monitor, args, monitor.count)
+            result |= _latency_phase(
+                bootstrap, source, monitor, args, monitor.count, rate=args.rate, seconds=args.latency_seconds
+            )
             probes = int(args.rate * args.latency_seconds)
             latency_window = (began, time.time())
         elif wordcount:
@@ -525,7 +543,9 @@ def run_one(
             # meets code the JIT has not compiled yet (a start-up cost, there as with any JVM); a
             # long-running app's latency is this one.
             began = time.time()
-            warm = _latency_phase(bootstrap, source, monitor, args, monitor.count)
+            warm = _latency_phase(
+                bootstrap, source, monitor, args, monitor.count, rate=args.rate, seconds=args.latency_seconds
+            )
             result |= {f"warm_{key}": value for key, value in warm.items()}
             probes += int(args.rate * args.latency_seconds)
             warm_window = (began, time.time())
@@ -538,6 +558,15 @@ def run_one(
             result["warm_threads"] = profiling.thread_delta(
                 warm_threads0, profiling.thread_cpu(variant.members())
             )[:12]
+        if topology == "stateless" and args.sparse_seconds > 0:
+            # Sparse input, as a demo or a quiet app sees it: a record every 1/--sparse-rate s, each
+            # found by a micro-batch of its own (a fixed cost per record, not per busy batch).
+            sparse = _latency_phase(
+                bootstrap, source, monitor, args, monitor.count, rate=args.sparse_rate,
+                seconds=args.sparse_seconds,
+            )  # fmt: skip
+            result |= {f"sparse_{key}": value for key, value in sparse.items()}
+            probes += int(args.sparse_rate * args.sparse_seconds)
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
         result["status"] = "ok"
@@ -652,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench: warm-up run of the broker ({first}, not recorded) …", flush=True)
                 warm = argparse.Namespace(**vars(args) | {
                     "records": min(args.records, 200_000), "latency_seconds": min(args.latency_seconds, 10.0),
-                    "profile": None, "warm_drain": 0,
+                    "profile": None, "warm_drain": 0, "sparse_seconds": 0,
                 })  # fmt: skip
                 result = run_one(
                     topologies[0], variants[0], 0, kafka=kafka, pool=pool, args=warm, scratch=scratch,

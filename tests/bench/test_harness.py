@@ -1,0 +1,51 @@
+"""The benchmark harness, run short (the brief: `make test` runs a shorter version of each benchmark).
+
+`make bench` takes half an hour and runs by hand; without this, a change to the runtime's CLI, its
+progress file or the harness itself would leave the benchmark broken until someone next ran it.
+Kafka Streams' side needs a Maven build of tests/bench/kstreams (`make bench-kstreams`) and is
+covered by the conformance suite's own Kafka Streams runs; this drives the two Spark variants.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "results"
+    argv = [
+        sys.executable, "-m", "tests.bench.run", "--variants", "streamapp,pyspark",
+        "--topologies", "stateless,wordcount", "--records", "20000", "--repeats", "1",
+        "--rate", "200", "--latency-seconds", "4", "--sparse-rate", "4", "--sparse-seconds", "4",
+        "--no-warm-up-run", "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=540)
+    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, log
+    doc = json.loads((out / "results.json").read_text())
+    runs = {(r["topology"], r["variant"]): r for r in doc["runs"]}
+    assert set(runs) == {(t, v) for t in ("stateless", "wordcount") for v in ("streamapp", "pyspark")}, log
+    for (topology, variant), r in runs.items():
+        assert r["status"] == "ok", f"{topology} {variant}: {r['status']}\n{r.get('log_tail')}"
+        assert r["throughput_rps"] > 0 and r["cpu_s_per_million"] > 0, r
+        assert 0 < r["startup_s"] < 120, r
+        assert r["stopped_with"] == "SIGTERM", r
+        # The Spark progress the per-batch tables come from was read, in both phases.
+        assert r["spark_drain_batches"]["batches"] >= 1, r
+        assert r["warm_batch_p99_ms"] > 0, r
+        if topology == "stateless":
+            for phase in ("", "warm_", "sparse_"):
+                assert r[f"{phase}latency_samples"] > 0 and f"{phase}latency_note" not in r, (phase, r)
+    # A record into a quiet input is met by a micro-batch of its own within a fraction of a second
+    # (~0.1 s measured); a broker that holds the reader's fetch made it ~1 s.
+    assert runs["stateless", "streamapp"]["sparse_latency_p50_ms"] < 600, runs["stateless", "streamapp"]
+    results_md = (out / "RESULTS.md").read_text()
+    assert "## stateless" in results_md and "## wordcount" in results_md
+    assert "| latency p50 of sparse input" in results_md
+    assert doc["ratios"]["wordcount"]["throughput_rps"]["streamapp/pyspark"] > 0
+    assert (out / "chart.png").stat().st_size > 0
