@@ -345,7 +345,12 @@ def _startup_table(results: list[dict[str, Any]]) -> list[str]:
         rows.append(
             f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {p['session_s']:.1f} | "
             f"{p['to_first_trigger_s']:.1f} | {p['output_in_batch_s']:.1f} | {r['startup_s']:.1f} | "
-            f"{p['first_batch_s']:.1f} ({p['first_batch_rows']:,} rows{'; ' + parts if parts else ''}) |"
+            f"{p['first_batch_s']:.1f} ({p['first_batch_rows']:,} rows{'; ' + parts if parts else ''}) | "
+            + (
+                f"{r['startup_cpu_s']:.1f} ({r['startup_jit_cpu_s']:.1f}) |"
+                if "startup_cpu_s" in r
+                else "— |"
+            )
         )
     if not rows:
         return []
@@ -356,11 +361,13 @@ def _startup_table(results: list[dict[str, Any]]) -> list[str]:
         "(Python imports, the JVM, the SparkContext; noted by tests/bench/probe), then the query's first",
         "trigger (topology compiled, query started), then the first output record seen by the harness's",
         "consumer (it is written during the first micro-batch, before the batch ends). Last column: the",
-        "whole first micro-batch (the warm-up lines) by its durationMs, phases of 0.1 s or more.",
+        "whole first micro-batch (the warm-up lines) by its durationMs, phases of 0.1 s or more. CPU:",
+        "CPU-seconds of the process tree from launch until the warm-up's output was complete, in",
+        "brackets those of the JVM's JIT compiler threads (C1/C2 CompilerThread, /proc).",
         "",
         "| topology | variant | run | session up | → first trigger | → first output | total "
-        "| first micro-batch |",
-        "|---|---|---|---|---|---|---|---|",
+        "| first micro-batch | CPU (JIT) |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -454,6 +454,11 @@ def run_one(
             result["status"] = f"{prefix}: {problem}"
             return result
         assert monitor.first_at is not None and monitor.done_at is not None
+        # What the start-up cost in CPU (launch → warm-up output complete), and how much of it the
+        # JVMs' JIT compiler threads took: on 2 cores they compete with the start-up itself.
+        started_threads = profiling.thread_cpu(variant.members())
+        result["startup_cpu_s"] = round(variant.cpu(), 2)
+        result["startup_jit_cpu_s"] = round(profiling.jit_seconds({}, started_threads), 2)
         result["startup_s"] = round(monitor.first_at - variant.launched_at, 2)
         result["warmup_done_s"] = round(monitor.done_at - variant.launched_at, 2)
 

@@ -34,6 +34,7 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
         assert r["status"] == "ok", f"{topology} {variant}: {r['status']}\n{r.get('log_tail')}"
         assert r["throughput_rps"] > 0 and r["cpu_s_per_million"] > 0, r
         assert 0 < r["startup_s"] < 120, r
+        assert 0 < r["startup_jit_cpu_s"] < r["startup_cpu_s"], r
         assert r["stopped_with"] == "SIGTERM", r
         # The Spark progress the per-batch tables come from was read, in both phases.
         assert r["spark_drain_batches"]["batches"] >= 1, r
@@ -47,5 +48,6 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
     results_md = (out / "RESULTS.md").read_text()
     assert "## stateless" in results_md and "## wordcount" in results_md
     assert "| latency p50 of sparse input" in results_md
+    assert "| first micro-batch | CPU (JIT) |" in results_md
     assert doc["ratios"]["wordcount"]["throughput_rps"]["streamapp/pyspark"] > 0
     assert (out / "chart.png").stat().st_size > 0
