@@ -204,6 +204,10 @@ def _markdown(
     meta: dict[str, Any], results: list[dict[str, Any]], summary: dict[str, Any], analysis: str
 ) -> str:
     v, m, a = meta["versions"], meta["machine"], meta["args"]
+    sparse = (
+        f" (sparse: {a['sparse_rate']:g}/s for {a['sparse_seconds']:g} s)" if a.get("sparse_seconds") else ""
+    )
+    probes = f"latency probes at {a['rate']}/s for {a['latency_seconds']} s{sparse}; "
     lines = [
         "# Benchmarks: StreamApp vs hand-written PySpark vs Kafka Streams",
         "",
@@ -218,16 +222,7 @@ def _markdown(
         f"Linux {m['kernel']}, load average at start {m['load_average_at_start']}" + _run_loads(results),
         f"- Workload: {a['records']:,} records drained per run, {a['partitions']} partitions, "
         f"{a['repeats']} runs per variant interleaved, "
-        + (
-            f"latency probes at {a['rate']}/s for {a['latency_seconds']} s"
-            + (
-                f" (sparse: {a['sparse_rate']:g}/s for {a['sparse_seconds']:g} s); "
-                if a.get("sparse_seconds")
-                else "; "
-            )
-            if "stateless" in a.get("topologies", ("stateless",))
-            else ""
-        )
+        + (probes if "stateless" in a.get("topologies", ("stateless",)) else "")
         + (f"join table of {a['table_keys']:,} keys; " if "join" in a.get("topologies", ()) else "")
         + f"cells are median (min–max) over the runs; total wall time {meta.get('wall_s', '?')} s",
         "",

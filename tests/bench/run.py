@@ -467,7 +467,7 @@ def run_one(
             result |= _latency_phase(
                 bootstrap, source, monitor, args, monitor.count, rate=args.rate, seconds=args.latency_seconds
             )
-            probes = int(args.rate * args.latency_seconds)
+            probes = result["latency_probes"]
             latency_window = (began, time.time())
         elif wordcount:
             began = time.time()
@@ -552,7 +552,7 @@ def run_one(
                 bootstrap, source, monitor, args, monitor.count, rate=args.rate, seconds=args.latency_seconds
             )
             result |= {f"warm_{key}": value for key, value in warm.items()}
-            probes += int(args.rate * args.latency_seconds)
+            probes += warm["latency_probes"]
             warm_window = (began, time.time())
         elif wordcount:
             began = time.time()
@@ -571,7 +571,7 @@ def run_one(
                 seconds=args.sparse_seconds,
             )  # fmt: skip
             result |= {f"sparse_{key}": value for key, value in sparse.items()}
-            probes += int(args.sparse_rate * args.sparse_seconds)
+            probes += sparse["latency_probes"]
         if variant_name != "kstreams":
             time.sleep(1.5)  # the progress probe polls twice a second
         result["status"] = "ok"
