@@ -65,6 +65,14 @@ _JVM = f"{_GC} {_METASPACE}"
 #: stores' key estimates only at the DEBUG metrics level; an app that wants ``streamapp_state_rows``
 #: sets it true in ``spec.sparkConf``.
 TRACK_STATE_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+#: Whether lower(), upper() and initcap() map case with ICU (Spark's default) or with the JVM's
+#: String, as a Kafka Streams app's toLowerCase()/toUpperCase() do: the JVM's, so that an
+#: expression agrees with the same code in Kafka Streams on the same JVM (ICU's newer Unicode tables
+#: give letters such as U+2C2F a lower case that JDK 17's do not: tests/conformance, caseMapping).
+#: It also spares every JVM ICU's case table, which Spark builds on first use by mapping all
+#: 1,114,112 code points (1.3-1.4 s of the first micro-batch's CPU): start-up to first output
+#: 8.5-11.8 → 6.5-9.0 s (stateless), 9.6-11.0 → 7.7-9.5 s (word count; tests/bench/run, 3 each).
+ICU_CASE_MAPPINGS = "spark.sql.icu.caseMappings.enabled"
 #: Spark's default (secret|password|token|access key) plus the Kafka options that carry a private
 #: key or a JAAS login (spec.kafka.tls/sasl): Spark redacts a conf or option, in the UI, logs and
 #: plan descriptions, when its key or value matches.
@@ -83,6 +91,7 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         "spark.sql.streaming.checkpointFileManagerClass": _CHECKPOINT_FILES,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        ICU_CASE_MAPPINGS: "false",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         # Adaptive execution does not apply to streaming plans; Spark warns on every query otherwise.
         "spark.sql.adaptive.enabled": "false",

@@ -235,6 +235,33 @@ def tumbling_closes(seed: str, topic: int, keys: tuple[int | str, ...] = LONG_KE
     return out
 
 
+#: Text whose case mapping depends on the Unicode tables: final sigma, a dotted capital I, sharp s
+#: and a ligature (one character to several), title-case digraphs, and letters given case pairs
+#: only in Unicode 14-16 (Glagolitic U+2C2F, Old Polish O U+A7C0, Cyrillic TJE U+1C89), which ICU's
+#: tables map and the JDK's of the JVM the app runs on may not.
+CASE_TEXT = (
+    "ΟΔΟΣ ΣΟΦΟΣ",
+    "İstanbul DİYARBAKIR",
+    "Straße ﬃ",
+    "ǅemal ǈ ǋ",
+    "\u2c2f\u2c5f \ua7c0\ua7c1 \u1c89\u1c8a",
+    "Ǳ\U0001e900\U0001e922 ÉCOLE",
+    "plain ascii Text",
+)
+
+
+def case_text(seed: str, topic: int) -> list[admin.Record]:
+    """Every :data:`CASE_TEXT` line eight times and a null value, keyed, in seeded order, one
+    partition (57 records: two micro-batches)."""
+    rng = random.Random(f"{seed}/{topic}")
+    lines = [*CASE_TEXT * 8, None]
+    rng.shuffle(lines)
+    return [
+        admin.Record(key=b"k", value=line and line.encode(), timestamp=T0 + 1_000 * n, partition=0)
+        for n, line in enumerate(lines)
+    ]
+
+
 def session_closes(seed: str, topic: int) -> list[admin.Record]:
     """Rounds, 12 s apart, of sessions (gap 3 s) of 3-6 long keys that end together or 500 ms
     apart, with starts that differ; the next round's records close them all (gap + grace 8 s). The
@@ -277,6 +304,22 @@ SCENARIOS: list[Scenario] = [
 """,
         STREAM,
         value_serde="string",
+    ),
+    Scenario(
+        "caseMapping",
+        """
+      - from: {topic: in0}
+        steps:
+          - mapValues: "concat(lower(value), '|', upper(value))"
+          - to: {topic: out}
+""",
+        STREAM,
+        value_serde="string",
+        partitions=1,
+        input=case_text,
+        note="lower() and upper() map case as the JVM's String does, as a Kafka Streams app's "
+        "toLowerCase()/toUpperCase() do (not with Spark's default ICU tables, which also know "
+        "letters newer than the JDK's Unicode)",
     ),
     Scenario(
         "countByKey",

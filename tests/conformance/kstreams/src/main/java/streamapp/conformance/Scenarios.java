@@ -79,6 +79,13 @@ public final class Scenarios {
         .to(io.output(), Produced.with(S, S));
   }
 
+  /** A Kafka Streams app's case mapping: String's, in the JVM's default locale. */
+  public static void caseMapping(StreamsBuilder b, Oracle.Io io) {
+    stream(b, io.in(0))
+        .mapValues(v -> v == null ? null : v.toLowerCase() + "|" + v.toUpperCase())
+        .to(io.output(), Produced.with(S, S));
+  }
+
   // -- grouped streams --------------------------------------------------------------------------
 
   public static void countByKey(StreamsBuilder b, Oracle.Io io) {
