@@ -392,9 +392,13 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             spread = "–"
             if "trigger_p99_ms" in b:
                 spread = f"{b['trigger_p50_ms']:,.0f} / {b['trigger_p99_ms']:,.0f}"
+            gc = r.get("warm_gc") if phase == "warm" else None
+            collections = "–"
+            if gc:
+                collections = f"{gc['young']} ({gc['young_ms']:,}) / {gc['full']} ({gc['full_ms']:,})"
             per_batch.append(
                 f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {phase} | {n} | "
-                + f"{b['input_rows'] / n:,.0f} | {spread} | "
+                + f"{b['input_rows'] / n:,.0f} | {spread} | {collections} | "
                 + " | ".join(cells)
                 + " |"
             )
@@ -419,10 +423,12 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             "latency probes; wordcount: lines of the pool, as many a second): a record waits for the batch",
             "in progress, then for its own, so the micro-batch latency follows these numbers. Phase",
             "*first*: right after start-up; *warm*: the same input again after the throughput drains.",
+            "GC: the main JVM's young and full collections in the warm phase (their pauses, ms; jstat),",
+            "a full one of the parallel collector is a slowest micro-batch of its own.",
             "",
             "| topology | variant | run | phase | batches | rows/batch | triggerExecution p50 / p99 | "
-            "triggerExecution | " + " | ".join(_PHASES) + " |",
-            "|---|---|---|---|---|---|---|---|" + "---|" * len(_PHASES),
+            "GC young / full (ms) | triggerExecution | " + " | ".join(_PHASES) + " |",
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(_PHASES),
             *per_batch,
             "",
         ]

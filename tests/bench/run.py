@@ -543,6 +543,8 @@ def run_one(
         # Where the warm phase's CPU goes, by thread (the driver's Python, the stream thread, the
         # tasks, GC, JIT …): what competes with the micro-batches for the 2 cores.
         warm_threads0, warm_cpu0 = profiling.thread_cpu(variant.members()), variant.cpu()
+        # The collections during the phase (its slowest micro-batches are often one: gc_counts).
+        warm_gc0 = profiling.gc_counts(variant.members())
         if topology == "stateless":
             # The same probes again, the process warm: the first phase, right after start-up,
             # meets code the JIT has not compiled yet (a start-up cost, there as with any JVM); a
@@ -563,6 +565,7 @@ def run_one(
             result["warm_threads"] = profiling.thread_delta(
                 warm_threads0, profiling.thread_cpu(variant.members())
             )[:12]
+            result["warm_gc"] = profiling.gc_delta(warm_gc0, profiling.gc_counts(variant.members()))
         if topology == "stateless" and args.sparse_seconds > 0:
             # Sparse input, as a demo or a quiet app sees it: a record every 1/--sparse-rate s, each
             # found by a micro-batch of its own (a fixed cost per record, not per busy batch).
