@@ -216,8 +216,8 @@ def _jvm(pids: Sequence[int]) -> int | None:
 def gc_counts(pids: Sequence[int]) -> dict[str, float] | None:
     """The garbage collections of the variant's main JVM so far (``jstat -gc``): young and full
     collections, and the seconds they paused it; None without a JVM or ``jstat``. A full
-    collection of the parallel collector stops a driver 0.2-0.25 s with Spark's ~150-180 MB of
-    live objects (measured in-process): one in a 20 s phase is that phase's slowest micro-batch."""
+    collection of the parallel collector stopped a driver 0.2-0.3 s (Spark's ~180 MB of live
+    objects): the micro-batch it falls in is that much longer."""
     pid, jstat = _jvm(pids), shutil.which("jstat")
     if pid is None or jstat is None:
         return None

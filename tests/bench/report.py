@@ -423,8 +423,8 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             "latency probes; wordcount: lines of the pool, as many a second): a record waits for the batch",
             "in progress, then for its own, so the micro-batch latency follows these numbers. Phase",
             "*first*: right after start-up; *warm*: the same input again after the throughput drains.",
-            "GC: the main JVM's young and full collections in the warm phase (their pauses, ms; jstat),",
-            "a full one of the parallel collector is a slowest micro-batch of its own.",
+            "GC: the main JVM's young and full collections in the warm phase (their pauses, ms; jstat);",
+            "a full one of the parallel collector lengthens the micro-batch it falls in by its pause.",
             "",
             "| topology | variant | run | phase | batches | rows/batch | triggerExecution p50 / p99 | "
             "GC young / full (ms) | triggerExecution | " + " | ".join(_PHASES) + " |",

@@ -543,7 +543,7 @@ def run_one(
         # Where the warm phase's CPU goes, by thread (the driver's Python, the stream thread, the
         # tasks, GC, JIT …): what competes with the micro-batches for the 2 cores.
         warm_threads0, warm_cpu0 = profiling.thread_cpu(variant.members()), variant.cpu()
-        # The collections during the phase (its slowest micro-batches are often one: gc_counts).
+        # The collections during the phase: a full one lengthens a micro-batch (gc_counts).
         warm_gc0 = profiling.gc_counts(variant.members())
         if topology == "stateless":
             # The same probes again, the process warm: the first phase, right after start-up,

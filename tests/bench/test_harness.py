@@ -39,8 +39,8 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
         # The Spark progress the per-batch tables come from was read, in both phases.
         assert r["spark_drain_batches"]["batches"] >= 1, r
         assert r["warm_batch_p99_ms"] > 0, r
-        # The warm phase's collections were read from the JVM (the young ones run every second or so).
-        assert r["warm_gc"]["young"] > 0 and r["warm_gc"]["full"] >= 0, r
+        # The warm phase's collections were read from the JVM (a 4 s phase may have none).
+        assert r["warm_gc"] is not None and min(r["warm_gc"].values()) >= 0, r
         if topology == "stateless":
             for phase in ("", "warm_", "sparse_"):
                 assert r[f"{phase}latency_samples"] > 0 and f"{phase}latency_note" not in r, (phase, r)
