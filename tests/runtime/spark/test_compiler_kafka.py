@@ -273,3 +273,30 @@ def test_latency_low_runs_stateless_plans_on_the_real_time_trigger(
     finally:
         assert app.stop(timeout=120)
     assert app.state is State.NOT_RUNNING, app.error
+
+
+def test_the_current_time_in_an_expression_is_each_micro_batchs(
+    spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
+) -> None:
+    """current_timestamp() is the micro-batch's time, as in Spark: the compiler leaves a plan that
+    reads the current time unoptimized (compiler.optimized), where it would become a literal."""
+    src, dst = new_topic(1), new_topic(1)
+    builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    builder.stream(src).map_values("cast(unix_millis(current_timestamp()) as string)").to(dst)
+    app = StreamApp(
+        builder.build(),
+        StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path)),
+        spark=spark,
+    )
+    app.start()
+    try:
+        admin.produce(kafka_bootstrap, src, [admin.Record(b"a", b"x")])
+        first = read(kafka_bootstrap, dst, 1)
+        time.sleep(1.5)
+        admin.produce(kafka_bootstrap, src, [admin.Record(b"b", b"x")])
+        both = read(kafka_bootstrap, dst, 2)
+    finally:
+        assert app.stop(timeout=120)
+    times = [int(r.value or b"0") for r in both]
+    assert int(first[0].value or b"0") == times[0]
+    assert times[1] - times[0] >= 1_400, times

@@ -33,3 +33,25 @@ def test_a_grouping_observes_null_keys_only_where_the_key_can_be_null(spark: Spa
 
     assert dropped(words=False) == ["streamapp_dropped_0"]
     assert dropped(words=True) == []
+
+
+def test_the_compiled_plan_is_the_optimizers_so_each_micro_batch_starts_from_it(spark: SparkSession) -> None:
+    """Each micro-batch optimizes the query's plan again: the compiler hands Spark the optimized plan
+    (a word count: its projections per step collapsed), which another optimization leaves as it is."""
+    from streamapp.runtime import Serdes, StreamsBuilder
+    from streamapp.runtime.spark import compiler
+
+    kafka_rows = spark.readStream.format("rate").load().selectExpr(
+        "cast(null as binary) key", "cast(cast(value as string) as binary) value", "'in' topic",
+        "0 partition", "value offset", "timestamp", "0 timestampType",
+        "cast(array() as array<struct<key:string,value:binary>>) headers",
+    )  # fmt: skip
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    words = b.stream("in").flat_map_values("explode(split(lower(value), ' '))").filter("value != ''")
+    words.group_by("value").count().to_stream().to("out", value_serde=Serdes.Long())
+    plan = compiler.compile_topology(b.build(), read=lambda _topics, **_: kafka_rows).plan
+    analyzed = plan._jdf.queryExecution().analyzed()
+    again = spark._jsparkSession.sessionState().optimizer().execute(analyzed)
+    assert again.toString() == analyzed.toString()
+    operators = analyzed.toString().count("+- ")
+    assert operators <= 6, analyzed.toString()
