@@ -24,7 +24,7 @@ bench-run: setup bench-kstreams ## the full benchmark; results in tests/bench/re
 # reading at most 500,000 records per micro-batch (exactly_once_v2's default bound) so that they
 # run the same micro-batches: a word-count batch has a fixed cost of seconds of CPU, so a drain
 # split in two costs about 1.6x one batch whatever the guarantee (measured: RESULTS.md).
-EOS_ARGS ?= --records 1000000 --repeats 3 --latency-seconds 20 --max-offsets-per-trigger 500000
+EOS_ARGS ?= --records 1000000 --repeats 3 --latency-seconds 20 --max-offsets-per-trigger 500000 --settle-seconds 0
 bench-eos: setup ## exactly_once_v2 vs at_least_once, both at commitIntervalMs 1000; results in tests/bench/results/eos
 	$(PY) -m tests.bench.run --variants streamapp,streamapp-eos --commit-interval-ms 1000 $(EOS_ARGS) --out tests/bench/results/eos
 
@@ -37,9 +37,9 @@ bench-join: setup bench-kstreams ## stream-table join, 1M records against 100k t
 
 bench-smoke: setup bench-kstreams ## a small benchmark run (20k records, 1 repeat, the join against 2k keys) written to build/bench-smoke
 	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --topologies stateless,wordcount,join \
-		--table-keys 2000 --out build/bench-smoke
+		--table-keys 2000 --settle-seconds 20 --out build/bench-smoke
 
-PROFILE_ARGS ?= --records 1000000 --repeats 1 --latency-seconds 5
+PROFILE_ARGS ?= --records 1000000 --repeats 1 --latency-seconds 5 --settle-seconds 0
 bench-profile: setup bench-kstreams ## where each variant's drain CPU goes: per-thread CPU + JFR, into build/bench-profile
 	rm -rf build/bench-profile
 	$(PY) -m tests.bench.run $(PROFILE_ARGS) --out build/bench-profile --profile build/bench-profile/profile

@@ -396,9 +396,12 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             collections = "–"
             if gc:
                 collections = f"{gc['young']} ({gc['young_ms']:,}) / {gc['full']} ({gc['full_ms']:,})"
+            settle = "–"
+            if phase == "warm" and r.get("settle_jit_shares"):
+                settle = f"{r['settle_s']:g} ({r['settle_jit_shares'][-1]:.2f})"
             per_batch.append(
                 f"| {r['topology']} | {_NAMES[r['variant']]} | {r['rep']} | {phase} | {n} | "
-                + f"{b['input_rows'] / n:,.0f} | {spread} | {collections} | "
+                + f"{b['input_rows'] / n:,.0f} | {spread} | {collections} | {settle} | "
                 + " | ".join(cells)
                 + " |"
             )
@@ -425,10 +428,12 @@ def _breakdown_table(results: list[dict[str, Any]]) -> list[str]:
             "*first*: right after start-up; *warm*: the same input again after the throughput drains.",
             "GC: the main JVM's young and full collections in the warm phase (their pauses, ms; jstat);",
             "a full one of the parallel collector lengthens the micro-batch it falls in by its pause.",
+            "Settle: before the warm phase, seconds of input at the same rate until the JIT compiler",
+            "threads used less than `--settle-jit` of a core in 10 s (their share in the last 10 s).",
             "",
             "| topology | variant | run | phase | batches | rows/batch | triggerExecution p50 / p99 | "
-            "GC young / full (ms) | triggerExecution | " + " | ".join(_PHASES) + " |",
-            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(_PHASES),
+            "GC young / full (ms) | settle s (JIT share) | triggerExecution | " + " | ".join(_PHASES) + " |",
+            "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(_PHASES),
             *per_batch,
             "",
         ]

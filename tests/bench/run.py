@@ -14,7 +14,9 @@ the next (the broker deleting its topics), hits every variant alike. One run:
    sampled, the tree resumed → **throughput** = records / (resume → output complete), where complete
    means the expected record count (stateless) or every word's latest count equal to the reference
    count computed in Python (word count); **CPU** = the tree's utime+stime over that drain;
-5. stateless only: the probes of 3. again, the process warm → **warm latency**;
+5. input at the same rate until the JVM's JIT compiler settles (``--settle-seconds``, ``--settle-jit``),
+   then the probes of 3. again (word count: its fixed-rate lines), the process warm → **warm
+   latency** and the warm micro-batches;
 6. SIGTERM (SIGKILL after 30 s), check that no process of the tree is left, verify the whole
    output against the reference, delete the run's topics.
 
@@ -56,6 +58,8 @@ TOPOLOGIES = ("stateless", "wordcount", "join")
 #: (d) is the stateless manifest with `latency: low` (Spark's real-time trigger); word count is
 #: stateful, where that trigger does not apply.
 ONLY = {"streamapp-rt": ("stateless",)}
+#: Seconds of input per step of the settling phase (the JIT's share is checked after each).
+SETTLE_STEP = 10.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=15.0,
         help="length of the stateless topology's last phase, probes at --sparse-rate (default 15; 0: none)",
+    )
+    p.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=240.0,
+        help="before the warm phase, input at --rate until the JIT compiler settles, at most this long "
+        "(default 240; 0: none)",
+    )
+    p.add_argument(
+        "--settle-jit",
+        type=float,
+        default=0.1,
+        help="settled: the JIT compiler threads used less than this share of a core in the last "
+        f"{SETTLE_STEP:g} s of input (default 0.1)",
     )
     p.add_argument("--warmup", type=int, default=1000, help="lines present before launch (default 1000)")
     p.add_argument(
@@ -305,22 +323,48 @@ def _latency_phase(
 
 def _rate_phase(
     bootstrap: str, topic: str, pool: workload.Pool, monitor: workload.Monitor, args: argparse.Namespace,
-    *, start: int,
+    *, start: int, seconds: float | None = None,
 ) -> int:  # fmt: skip
-    """Word count at a fixed rate: ``--rate`` lines of the pool a second for ``--latency-seconds``
-    (records ``start …``), then until the output has every count; returns the lines written. Its
-    micro-batches (each brings what arrived while the last ran) are the word count's latency."""
+    """Word count at a fixed rate: ``--rate`` lines of the pool a second for ``seconds`` (default
+    ``--latency-seconds``; records ``start …``), then until the output has every count; returns the
+    lines written. Its micro-batches (each brings what arrived while the last ran) are the word
+    count's latency."""
     lines, n = pool.lines, len(pool.lines)
     total = _produce_paced(
         bootstrap,
         topic,
         args.rate,
-        args.latency_seconds,
+        args.latency_seconds if seconds is None else seconds,
         lambda i: (lines[(start + i) % n], (start + i) % args.partitions),
     )
     monitor.set_target(words=pool.word_counts(0, start + total))
     monitor.done.wait(60)
     return total
+
+
+def _settle(
+    variant: procs.Variant, args: argparse.Namespace, feed: Callable[[float], None]
+) -> dict[str, Any]:
+    """Input at the warm phase's rate (``feed(seconds)``), SETTLE_STEP seconds at a time, until the
+    variant's JIT compiler threads used less than ``--settle-jit`` of a core in the last step, or
+    ``--settle-seconds`` have passed. A JVM a minute old still compiles Spark's per-micro-batch code
+    (planning, task serialisation): its compiler threads took half a core of the 2 in the warm phase
+    that followed the drains, 9-11 CPU-s in 20 s, competing with the micro-batches it measured; a
+    long-running app's micro-batches run after that, on compiled code."""
+    began = time.monotonic()
+    shares: list[float] = []
+    while time.monotonic() - began < args.settle_seconds:
+        before, step_began = profiling.thread_cpu(variant.members()), time.monotonic()
+        feed(min(SETTLE_STEP, args.settle_seconds))
+        jit = profiling.jit_seconds(before, profiling.thread_cpu(variant.members()))
+        shares.append(round(jit / (time.monotonic() - step_began), 3))
+        if shares[-1] < args.settle_jit:
+            break
+    return {
+        "settle_s": round(time.monotonic() - began, 1),
+        "settle_jit_shares": shares,
+        "settled": bool(shares) and shares[-1] < args.settle_jit,
+    }
 
 
 def _breakdown(
@@ -540,6 +584,21 @@ def run_one(
         # becomes the drain's first batch (its latestOffset then includes the pause).
         window = (paused_wall, time.time())
         result["resumed_wall"] = resumed_wall
+        if args.settle_seconds > 0 and (wordcount or topology == "stateless"):
+            fed = {"probes": 0, "lines": 0}
+
+            def feed(seconds: float) -> None:
+                if wordcount:
+                    fed["lines"] += _rate_phase(
+                        bootstrap, source, pool, monitor, args, start=loaded + fed["lines"], seconds=seconds
+                    )
+                else:
+                    fed["probes"] += _latency_phase(
+                        bootstrap, source, monitor, args, monitor.count, rate=args.rate, seconds=seconds
+                    )["latency_probes"]
+
+            result |= _settle(variant, args, feed)
+            loaded, probes = loaded + fed["lines"], probes + fed["probes"]
         # Where the warm phase's CPU goes, by thread (the driver's Python, the stream thread, the
         # tasks, GC, JIT …): what competes with the micro-batches for the 2 cores.
         warm_threads0, warm_cpu0 = profiling.thread_cpu(variant.members()), variant.cpu()

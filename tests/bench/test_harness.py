@@ -22,7 +22,7 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
         sys.executable, "-m", "tests.bench.run", "--variants", "streamapp,pyspark",
         "--topologies", "stateless,wordcount", "--records", "20000", "--repeats", "1",
         "--rate", "200", "--latency-seconds", "4", "--sparse-rate", "4", "--sparse-seconds", "4",
-        "--no-warm-up-run", "--out", str(out),
+        "--settle-seconds", "3", "--no-warm-up-run", "--out", str(out),
     ]  # fmt: skip
     proc = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=540)
     log = proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -41,6 +41,8 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
         assert r["warm_batch_p99_ms"] > 0, r
         # The warm phase's collections were read from the JVM (a 4 s phase may have none).
         assert r["warm_gc"] is not None and min(r["warm_gc"].values()) >= 0, r
+        # Before the warm phase, one 3 s step of input and the JIT compiler's share of a core in it.
+        assert r["settle_s"] >= 3 and len(r["settle_jit_shares"]) == 1 and r["settle_jit_shares"][0] >= 0, r
         if topology == "stateless":
             for phase in ("", "warm_", "sparse_"):
                 assert r[f"{phase}latency_samples"] > 0 and f"{phase}latency_note" not in r, (phase, r)
@@ -52,5 +54,6 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
     assert "| latency p50 of sparse input" in results_md
     assert "| first micro-batch | CPU (JIT) |" in results_md
     assert "GC young / full (ms)" in results_md
+    assert "settle s (JIT share)" in results_md
     assert doc["ratios"]["wordcount"]["throughput_rps"]["streamapp/pyspark"] > 0
     assert (out / "chart.png").stat().st_size > 0
