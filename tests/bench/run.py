@@ -358,7 +358,7 @@ def _settle(
         feed(min(SETTLE_STEP, args.settle_seconds))
         jit = profiling.jit_seconds(before, profiling.thread_cpu(variant.members()))
         shares.append(round(jit / (time.monotonic() - step_began), 3))
-        if shares[-1] < args.settle_jit:
+        if shares[-1] < args.settle_jit or variant.exited is not None:
             break
     return {
         "settle_s": round(time.monotonic() - began, 1),
@@ -748,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench: warm-up run of the broker ({first}, not recorded) …", flush=True)
                 warm = argparse.Namespace(**vars(args) | {
                     "records": min(args.records, 200_000), "latency_seconds": min(args.latency_seconds, 10.0),
-                    "profile": None, "warm_drain": 0, "sparse_seconds": 0,
+                    "profile": None, "warm_drain": 0, "sparse_seconds": 0, "settle_seconds": 0,
                 })  # fmt: skip
                 result = run_one(
                     topologies[0], variants[0], 0, kafka=kafka, pool=pool, args=warm, scratch=scratch,
