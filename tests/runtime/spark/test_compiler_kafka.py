@@ -72,6 +72,13 @@ def run(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pat
     assert app.state is State.NOT_RUNNING, app.error
 
 
+def unstarted(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> StreamApp:
+    """The app of ``topology`` on ``spark``, checkpointing into ``checkpoint``, not started."""
+    return StreamApp(
+        topology, StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint)), spark=spark
+    )
+
+
 def read(bootstrap: str, topic: str, n: int) -> list[admin.Record]:
     return admin.consume(bootstrap, topic, expected=n, timeout=60)
 
@@ -220,11 +227,7 @@ def test_a_record_into_a_quiet_input_is_not_held_by_the_brokers_fetch_wait(
     src, dst = new_topic(2), new_topic(2)
     builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
     builder.stream(src).map_values("upper(value)").to(dst)
-    app = StreamApp(
-        builder.build(),
-        StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path)),
-        spark=spark,
-    )
+    app = unstarted(spark, kafka_bootstrap, builder.build(), tmp_path)
     reports: list[Mapping[str, Any]] = []
     app.on_progress(lambda _progress, report: reports.append(report))
     app.start()
@@ -283,11 +286,7 @@ def test_the_current_time_in_an_expression_is_each_micro_batchs(
     src, dst = new_topic(1), new_topic(1)
     builder = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
     builder.stream(src).map_values("cast(unix_millis(current_timestamp()) as string)").to(dst)
-    app = StreamApp(
-        builder.build(),
-        StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path)),
-        spark=spark,
-    )
+    app = unstarted(spark, kafka_bootstrap, builder.build(), tmp_path)
     app.start()
     try:
         admin.produce(kafka_bootstrap, src, [admin.Record(b"a", b"x")])
