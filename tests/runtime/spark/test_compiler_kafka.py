@@ -61,22 +61,19 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
     return (h & 0x7FFFFFFF) % partitions
 
 
+def unstarted(
+    spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path, *, drain: bool = False
+) -> StreamApp:
+    """The app of ``topology`` on ``spark``, checkpointing into ``checkpoint``, not started."""
+    config = StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=drain)
+    return StreamApp(topology, config, spark=spark)
+
+
 def run(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> None:
-    app = StreamApp(
-        topology,
-        StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint), drain=True),
-        spark=spark,
-    )
+    app = unstarted(spark, bootstrap, topology, checkpoint, drain=True)
     app.start()
     assert app.await_termination(180)
     assert app.state is State.NOT_RUNNING, app.error
-
-
-def unstarted(spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path) -> StreamApp:
-    """The app of ``topology`` on ``spark``, checkpointing into ``checkpoint``, not started."""
-    return StreamApp(
-        topology, StreamsConfig(bootstrap_servers=bootstrap, checkpoint_location=str(checkpoint)), spark=spark
-    )
 
 
 def read(bootstrap: str, topic: str, n: int) -> list[admin.Record]:
@@ -258,11 +255,7 @@ def test_latency_low_runs_stateless_plans_on_the_real_time_trigger(
     builder.stream(src).filter("value != 'skip'").map_values("upper(value)").to(dst)
     topology = builder.build()
     assert "Execution: real-time trigger" in topology.describe()
-    app = StreamApp(
-        topology,
-        StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path)),
-        spark=spark,
-    )
+    app = unstarted(spark, kafka_bootstrap, topology, tmp_path)
     app.start()
     try:
         assert app.trigger == "real-time"
