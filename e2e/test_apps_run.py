@@ -257,7 +257,9 @@ def test_a_driver_that_crashes_shows_degraded_with_its_exit_code(
             lambda: s if "back-off" in (s := app.status()).get("message", "") else None,
             timeout=120,
         )
-        assert backing_off["driverFailures"] >= 1, backing_off
+        log = streamapp_operator.log.read_text().splitlines()
+        decided = [line for line in log if "/crasher status" in line]  # the operator's decisions
+        assert backing_off["driverFailures"] >= 1, (backing_off, decided)
         assert operator_proc.condition(backing_off, "Degraded")["reason"] == "DriverFailed"
         streamapp_report(f"apps run: crash loop → {backing_off['message']}")
     finally:  # a crash-looping app left behind would crowd the next tests' listings

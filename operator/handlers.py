@@ -23,6 +23,8 @@ import kopf
 from streamapp.operator import cluster, desired, errors, kafka_probe, metrics, models, reconcile, status
 from streamapp.runtime import lease
 
+log = logging.getLogger(__name__)
+
 __all__ = ["Context", "configure"]
 
 _RESOURCE = (models.GROUP, models.VERSION, models.PLURAL)
@@ -144,11 +146,34 @@ def _reconcile(
             context.cluster.patch_status(
                 f"{models.GROUP}/{models.VERSION}", models.KIND, ref.namespace, ref.name, outcome.status
             )
+            _log_transition(ref, trigger, previous, outcome.status)
     context.phases[f"{ref.namespace}/{ref.name}"] = outcome.status["phase"]
     metrics.set_phases(context.phases)
     if outcome.error is not None:
         metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(outcome.error)).inc()
     return outcome
+
+
+def _log_transition(
+    ref: desired.AppRef, trigger: str, previous: Mapping[str, Any], new: Mapping[str, Any]
+) -> None:
+    """One log line when the phase, a condition or the failure count changes: what the operator
+    decided and from what, for whoever reads its log after the fact."""
+
+    def summary(found: Mapping[str, Any]) -> tuple[Any, ...]:
+        conditions = tuple(
+            (c.get("type"), c.get("status"), c.get("reason")) for c in found.get("conditions") or []
+        )
+        return found.get("phase"), found.get("driverFailures"), conditions
+
+    if summary(previous) == summary(new):
+        return
+    conditions = ", ".join(f"{c['type']}={c['status']}({c['reason']})" for c in new.get("conditions") or [])
+    log.info(
+        "%s/%s status (%s): phase %s → %s, driverFailures %s → %s, %s; %s",
+        ref.namespace, ref.name, trigger, previous.get("phase"), new.get("phase"),
+        previous.get("driverFailures"), new.get("driverFailures"), conditions, new.get("message"),
+    )  # fmt: skip
 
 
 def _run(trigger: str, body: kopf.Body, memo: kopf.Memo, *, raise_errors: bool) -> None:
