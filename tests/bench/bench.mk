@@ -36,10 +36,10 @@ bench-join: setup bench-kstreams ## stream-table join, 1M records against 100k t
 	$(PY) -m tests.bench.run --topologies join --variants streamapp,pyspark,kstreams $(JOIN_ARGS) --out tests/bench/results/join
 
 bench-smoke: setup bench-kstreams ## a small benchmark run (20k records, 1 repeat, the join against 2k keys) written to build/bench-smoke
-	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --topologies stateless,wordcount,join \
+	$(PY) -m tests.bench.run --records 20000 --repeats 1 --latency-seconds 10 --warm-seconds 10 --topologies stateless,wordcount,join \
 		--table-keys 2000 --settle-seconds 20 --out build/bench-smoke
 
-PROFILE_ARGS ?= --records 1000000 --repeats 1 --latency-seconds 5 --settle-seconds 0
+PROFILE_ARGS ?= --records 1000000 --repeats 1 --latency-seconds 5 --warm-seconds 5 --settle-seconds 0
 bench-profile: setup bench-kstreams ## where each variant's drain CPU goes: per-thread CPU + JFR, into build/bench-profile
 	rm -rf build/bench-profile
 	$(PY) -m tests.bench.run $(PROFILE_ARGS) --out build/bench-profile --profile build/bench-profile/profile

@@ -207,7 +207,8 @@ def _markdown(
     sparse = (
         f" (sparse: {a['sparse_rate']:g}/s for {a['sparse_seconds']:g} s)" if a.get("sparse_seconds") else ""
     )
-    probes = f"latency probes at {a['rate']}/s for {a['latency_seconds']} s{sparse}; "
+    warm = f", warm {a['warm_seconds']:g} s" if a.get("warm_seconds") is not None else ""
+    probes = f"latency probes at {a['rate']}/s for {a['latency_seconds']:g} s{warm}{sparse}; "
     lines = [
         "# Benchmarks: StreamApp vs hand-written PySpark vs Kafka Streams",
         "",

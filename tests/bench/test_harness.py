@@ -21,8 +21,8 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
     argv = [
         sys.executable, "-m", "tests.bench.run", "--variants", "streamapp,pyspark",
         "--topologies", "stateless,wordcount", "--records", "20000", "--repeats", "1",
-        "--rate", "200", "--latency-seconds", "4", "--sparse-rate", "4", "--sparse-seconds", "4",
-        "--settle-seconds", "3", "--no-warm-up-run", "--out", str(out),
+        "--rate", "200", "--latency-seconds", "4", "--warm-seconds", "4", "--sparse-rate", "4",
+        "--sparse-seconds", "4", "--settle-seconds", "3", "--no-warm-up-run", "--out", str(out),
     ]  # fmt: skip
     proc = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=540)
     log = proc.stdout[-4000:] + proc.stderr[-4000:]
