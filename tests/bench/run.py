@@ -626,8 +626,9 @@ def run_one(
             warm_window = (began, time.time())
         elif wordcount:
             began = time.time()
-            warm_s = args.warm_seconds
-            loaded += _rate_phase(bootstrap, source, pool, monitor, args, start=loaded, seconds=warm_s)
+            loaded += _rate_phase(
+                bootstrap, source, pool, monitor, args, start=loaded, seconds=args.warm_seconds
+            )
             warm_window = (began, time.time())
         if warm_window is not None:
             result["warm_cpu_s"] = round(variant.cpu() - warm_cpu0, 2)
