@@ -23,6 +23,13 @@ _SCRIPT = textwrap.dedent(
     spark = launch.session()
     assert spark.range(5).count() == 5
     assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    # The driver's heap is committed whole at launch (the JVM the first launch started, at the
+    # default spark.driver.memory): its initial size is its maximum.
+    jvm = spark._jvm
+    bean = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    vm = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean)
+    sizes = [int(vm.getVMOption(name).getValue()) for name in ("InitialHeapSize", "MaxHeapSize")]
+    assert sizes == [2 * 2**30] * 2, f"initial and maximum heap {sizes}, not 2 GiB"
     assert session.Launch.begin(app_name="another") is None, "one session per process"
     spark.stop()
     print("launch checks passed")
@@ -35,3 +42,16 @@ def test_a_launched_session_is_handed_over_or_stopped_when_discarded() -> None:
         [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0 and "launch checks passed" in done.stdout, done.stderr[-3000:]
+
+
+def test_the_driver_heap_is_committed_whole_unless_the_app_sets_its_own_initial_size() -> None:
+    from streamapp.runtime.spark import session
+
+    key = "spark.driver.extraJavaOptions"
+    conf = {"spark.driver.memory": "3g", key: "-XX:+UseParallelGC"}
+    session._commit_heap(conf)
+    assert conf[key] == "-XX:+UseParallelGC -Xms3g"  # verbatim, as Spark's launcher gives -Xmx
+    for own in ("-Xms1g -Dx=1", "-Dx=1 -XX:InitialHeapSize=1073741824"):
+        conf = {"spark.driver.memory": "3g", key: own}
+        session._commit_heap(conf)
+        assert conf[key] == own
