@@ -62,9 +62,9 @@ _JVM = f"{_GC} {_METASPACE}"
 #: The driver's heap is committed whole at launch (``-Xms`` = ``spark.driver.memory``, the ``-Xmx``
 #: Spark gives it), as the runtime image's executors and Spark's own Kubernetes executors are. From
 #: the JVM's initial 378 MB the parallel collector's sizing kept the old generation at 252-333 MB of
-#: the 1,365 a 2 GB heap allows, and a word count's driver, whose old generation fills at 2.6-3 MB/s
+#: the 1,365 a 2 GB heap allows, and a word count's driver, whose old generation fills at 2-3 MB/s
 #: (Spark's status store: jobs, stages and plan graphs of the last 1,000 micro-batches), collected it
-#: in full every 16-84 s, 166-495 ms each (StreamApp and the PySpark job alike): a micro-batch's
+#: in full every 16-57 s, 166-495 ms each (StreamApp and the PySpark job alike): a micro-batch's
 #: p99. Committed whole, none in 300 s (GC logs, word count at 1,000 lines/s).
 _INITIAL_HEAP = "-Xms"
 #: Whether RocksDB counts the rows of each state store (Spark's default true): the count costs a
