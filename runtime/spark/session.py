@@ -59,14 +59,6 @@ _GC = "-XX:+UseParallelGC"
 #: minute: a micro-batch that long). 256 MB: none in tests/bench/run (stateless, word count, GC log).
 _METASPACE = "-XX:MetaspaceSize=256m"
 _JVM = f"{_GC} {_METASPACE}"
-#: The driver's heap is committed whole at launch (``-Xms`` = ``spark.driver.memory``, the ``-Xmx``
-#: Spark gives it), as the runtime image's executors and Spark's own Kubernetes executors are. From
-#: the JVM's initial 378 MB the parallel collector's sizing kept the old generation at 252-333 MB of
-#: the 1,365 a 2 GB heap allows, and a word count's driver, whose old generation fills at 2-3 MB/s
-#: (Spark's status store: jobs, stages and plan graphs of the last 1,000 micro-batches), collected it
-#: in full every 16-57 s, 166-495 ms each (StreamApp and the PySpark job alike): a micro-batch's
-#: p99. Committed whole, none in 300 s (GC logs, word count at 1,000 lines/s).
-_INITIAL_HEAP = "-Xms"
 #: Whether RocksDB counts the rows of each state store (Spark's default true): the count costs a
 #: RocksDB read before every state write and delete (12 % of the records/s of a windowed count over
 #: 1 M keys, 14 % of its CPU: tests/bench/results/windowed). Off, as Kafka Streams records its
@@ -277,6 +269,13 @@ def build_session(
     return session
 
 
+# The driver's heap is committed whole at launch (``-Xms`` = ``spark.driver.memory``, the ``-Xmx``
+# Spark gives it), as the runtime image's executors and Spark's own Kubernetes executors are. From
+# the JVM's initial 378 MB the parallel collector's sizing kept the old generation at 252-333 MB of
+# the 1,365 a 2 GB heap allows, and a word count's driver, whose old generation fills at 2-3 MB/s
+# (Spark's status store: jobs, stages and plan graphs of the last 1,000 micro-batches), collected it
+# in full every 16-57 s, 166-495 ms each (StreamApp and the PySpark job alike): a micro-batch's
+# p99. Committed whole, none in 300 s (GC logs, word count at 1,000 lines/s).
 def _commit_heap(conf: dict[str, str]) -> None:
     """Add ``-Xms`` as large as the driver's heap to its JVM options, unless they set one."""
     memory = conf.get("spark.driver.memory", "").strip()
@@ -284,7 +283,7 @@ def _commit_heap(conf: dict[str, str]) -> None:
     options = conf.get(key, "")
     if memory and not re.search(r"(^|\s)(-Xms|-XX:InitialHeapSize=)", options):
         # Verbatim, as Spark's launcher passes spark.driver.memory to -Xmx.
-        conf[key] = f"{options} {_INITIAL_HEAP}{memory}".strip()
+        conf[key] = f"{options} -Xms{memory}".strip()
 
 
 def _python() -> str:
