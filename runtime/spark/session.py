@@ -75,8 +75,9 @@ TRACK_STATE_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRow
 ICU_CASE_MAPPINGS = "spark.sql.icu.caseMappings.enabled"
 #: Spark's default (secret|password|token|access key) plus the Kafka options that carry a private
 #: key or a JAAS login (spec.kafka.tls/sasl): Spark redacts a conf or option, in the UI, logs and
-#: plan descriptions, when its key or value matches.
-REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|keystore[.]key|jaas"
+#: plan descriptions, when its key or value matches. The added terms hold a dot, which base64 (a
+#: PEM certificate's value) never does, so a public certificate is not hidden by chance.
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|keystore[.]key|jaas[.]config"
 
 
 def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[str, str]:
