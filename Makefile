@@ -81,7 +81,7 @@ unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included;
 # The image tests build both images first (10-20 min from nothing on 2 cores): they run in
 # `make images-test`, not in `make test`, to keep CI within its hour.
 test: setup ## every test: unit, real-Kafka integration and the e2e suite (the image tests: make images-test)
-	$(PY) -m pytest --durations=25 --ignore=e2e/test_images.py
+	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml --ignore=e2e/test_images.py
 
 e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
 	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py

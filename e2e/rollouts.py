@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import math
 import subprocess
 import threading
 import time
@@ -184,11 +185,24 @@ class LoadStep:
 
 
 def load_step(
-    app: App, feed: Feed, *, low: float, high: float, executors: int, target_lag: int, timeout: float = 600
+    app: App,
+    feed: Feed,
+    *,
+    low: float,
+    high: float,
+    executors: int,
+    target_lag: int,
+    falls_first: bool = False,
+    timeout: float = 600,
 ) -> LoadStep:
     """Run ``feed`` at ``low`` records/s until the app settles at one executor, at ``high`` until it
     settles at ``executors`` or more with the lag at ``target_lag`` or below (and 20 s more), then at ``low``
-    until it is back at one. The executor count and lag are sampled every 2 s throughout."""
+    until it is back at one. The executor count and lag are sampled every 2 s throughout.
+
+    ``falls_first`` runs the fall before the step, for an app that starts at its high count (one
+    executor per partition) under a ``feed`` already at ``high``: it holds there, comes down to one
+    at ``low``, and the step up ends the run. One hand-over fewer than settling at one first.
+    """
     began = feed.started
     samples: list[tuple[float, int | None, int | None, str]] = []
 
@@ -223,48 +237,70 @@ def load_step(
     def desired(status: dict[str, Any]) -> int:
         return int((status.get("executors") or {}).get("desired") or 0)
 
-    feed.interval = 1 / low
-    until("never settled at 1 executor", settled(1))
-    stepped = time.time() - began
-    feed.interval = 1 / high
-    added = until("added no executor", lambda s: desired(s) > 1)
-    reached = until(f"never settled at {executors} executors", settled(executors, at_least=True))
-    caught_up = until(
-        f"the lag never fell to {target_lag}",
-        lambda s: settled(executors, at_least=True)(s) and (s.get("lag") or 0) <= target_lag,
-    )
-    held = time.time()
-    while time.time() - held < 20:
-        sample()
-        time.sleep(2)
-    fell = time.time() - began
-    feed.interval = 1 / low
-    peak = desired(sample()[0])
-    removed = until("removed no executor", lambda s: desired(s) < peak)
-    back = until("never settled back at 1 executor", settled(1))
-    for _ in range(10):
-        sample()
-        time.sleep(2)
-    return LoadStep(samples, stepped, added, reached, caught_up, fell, removed, back)
+    def caught_up(s: dict[str, Any]) -> bool:
+        return bool(settled(executors, at_least=True)(s)) and (s.get("lag") or 0) <= target_lag
+
+    def hold(seconds: float) -> None:
+        held = time.time()
+        while time.time() - held < seconds:
+            sample()
+            time.sleep(2)
+
+    def step_up() -> tuple[float, float, float, float]:
+        stepped = time.time() - began
+        feed.interval = 1 / high
+        added = until("added no executor", lambda s: desired(s) > 1)
+        reached = until(f"never settled at {executors} executors", settled(executors, at_least=True))
+        return stepped, added, reached, until(f"the lag never fell to {target_lag}", caught_up)
+
+    def fall() -> tuple[float, float, float]:
+        fell = time.time() - began
+        feed.interval = 1 / low
+        peak = desired(sample()[0])
+        removed = until("removed no executor", lambda s: desired(s) < peak)
+        return fell, removed, until("never settled back at 1 executor", settled(1))
+
+    if falls_first:
+        feed.interval = 1 / high
+        until(f"never ran at {executors} executors with the lag at {target_lag}", caught_up)
+        hold(10)
+        fell, removed, back = fall()
+        stepped, added, reached, caught = step_up()
+        hold(20)
+    else:
+        feed.interval = 1 / low
+        until("never settled at 1 executor", settled(1))
+        stepped, added, reached, caught = step_up()
+        hold(20)
+        fell, removed, back = fall()
+        hold(20)
+    return LoadStep(samples, stepped, added, reached, caught, fell, removed, back)
 
 
 def assert_calm(step: LoadStep, window: float) -> None:
     """Issue 17's load step: an executor added within the stabilization window of the step, the
-    count only rising while the load is high and only falling after, back at one."""
+    count only rising while the load is high and only falling after, back at one after the fall."""
     assert step.added - step.stepped <= window, (step.added - step.stepped, step.samples)
-    rising = step.counts_after(step.stepped)[
-        : len(step.counts_after(step.stepped)) - len(step.counts_after(step.fell))
-    ]
-    falling = step.counts_after(step.fell)
+
+    def counts(since: float, until: float) -> list[int]:
+        return step.counts_after(since)[: len(step.counts_after(since)) - len(step.counts_after(until))]
+
+    end = math.inf
+    rising = counts(step.stepped, step.fell if step.fell > step.stepped else end)
+    falling = counts(step.fell, step.stepped if step.stepped > step.fell else end)
     assert all(a <= b for a, b in itertools.pairwise(rising)), ("down while the load was high", rising)
     assert all(a >= b for a, b in itertools.pairwise(falling)), ("up after the load fell", falling)
     assert falling[-1] == 1, falling
+    if step.fell < step.stepped:  # the app started high: it held its count until the fall
+        before = [n for at, n, _, _ in step.samples if n is not None and at < step.fell]
+        assert before and all(n >= before[0] for n in before), ("down before the load fell", before)
 
 
 def summary(step: LoadStep, *, low: float, high: float, window: float) -> str:
     """One paragraph for the results and the test report."""
+    rates = (high, low, high) if step.fell < step.stepped else (low, high, low)
     return (
-        f"{low:g} → {high:g} → {low:g} records/s, window {window:g} s: an executor added "
+        f"{' → '.join(f'{r:g}' for r in rates)} records/s, window {window:g} s: an executor added "
         f"{step.added - step.stepped:.0f} s after the step, the high count running "
         f"{step.high - step.stepped:.0f} s after it (hand-overs included) and the lag back at its target "
         f"{step.caught_up - step.stepped:.0f} s after it; the first executor removed "

@@ -606,8 +606,9 @@ def test_a_load_step_is_autoscaled_up_and_back_calmly(
 ) -> None:
     """spec.deployment.autoscale at 5 records/s per core and a 20 s stabilization window, 2 input
     partitions: 2 lines/s needs 1 executor, 8 lines/s (×4) needs 2. The app starts at 2 (one per
-    partition), comes down to 1, goes up to 2 within the window of the step and back to 1 once the
-    load falls, with no reversal (``make bench-rollouts`` runs the larger step)."""
+    partition) under 8 lines/s and holds there, comes down to 1 once the load falls and goes back
+    up to 2 within the window of the step, with no reversal (``make bench-rollouts`` runs the larger
+    step, from 1 up and back)."""
     kube = streamapp_operator.kube
     name = "autoscaled"
     request.addfinalizer(lambda: delete_app(kube, name, missing_ok=True))
@@ -626,9 +627,9 @@ def test_a_load_step_is_autoscaled_up_and_back_calmly(
     doc["spec"]["checkpointLocation"] = str(tmp_path / "checkpoint")
     app = App(name, kube, agent_node, kafka_bootstrap)
     apply(kube, doc)
-    feed = rollouts.Feed(kafka_bootstrap, source, interval=1 / 2).start()
+    feed = rollouts.Feed(kafka_bootstrap, source, interval=1 / 8).start()
     request.addfinalizer(feed.stop)
-    step = rollouts.load_step(app, feed, low=2, high=8, executors=2, target_lag=50)
+    step = rollouts.load_step(app, feed, low=2, high=8, executors=2, target_lag=50, falls_first=True)
     feed.stop()
     streamapp_report(
         "autoscaling, 2 input partitions, 5 records/s per core: "
