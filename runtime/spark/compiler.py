@@ -471,7 +471,7 @@ class _Compiler:
                 "key",
                 "value",
                 "timestamp",
-                F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
+                F.array().cast(frames.HEADERS).alias("headers"),
                 F.lit(None).cast("int").alias("partition"),
                 F.lit(None).cast("long").alias("offset"),
                 F.lit(None).cast("string").alias("topic"),

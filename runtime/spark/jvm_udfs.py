@@ -7,22 +7,24 @@ from __future__ import annotations
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 __all__ = ["call"]
 
 _SERDES = "io.streamapp.spark.KafkaSerdes$"
-#: name → (class, return type)
+#: name → (class, return type): type objects, not DDL strings, which Spark's SQL parser would parse
+#: (tens of ms each on a new driver JVM, before the first trigger)
 _UDFS = {
-    "long_bytes": (f"{_SERDES}LongBytes", "binary"),
-    "int_bytes": (f"{_SERDES}IntBytes", "binary"),
-    "bytes_long": (f"{_SERDES}BytesLong", "bigint"),
-    "bytes_int": (f"{_SERDES}BytesInt", "int"),
-    "double_bytes": (f"{_SERDES}DoubleBytes", "binary"),
-    "bytes_double": (f"{_SERDES}BytesDouble", "double"),
-    "windowed_key_text": (f"{_SERDES}WindowedKeyText", "binary"),
-    "kafka_partition": ("io.streamapp.spark.KafkaPartition", "int"),
-    "task_key": ("io.streamapp.spark.TaskKey", "int"),
-    "source_problem": ("io.streamapp.spark.SourceProblem", "string"),
+    "long_bytes": (f"{_SERDES}LongBytes", T.BinaryType()),
+    "int_bytes": (f"{_SERDES}IntBytes", T.BinaryType()),
+    "bytes_long": (f"{_SERDES}BytesLong", T.LongType()),
+    "bytes_int": (f"{_SERDES}BytesInt", T.IntegerType()),
+    "double_bytes": (f"{_SERDES}DoubleBytes", T.BinaryType()),
+    "bytes_double": (f"{_SERDES}BytesDouble", T.DoubleType()),
+    "windowed_key_text": (f"{_SERDES}WindowedKeyText", T.BinaryType()),
+    "kafka_partition": ("io.streamapp.spark.KafkaPartition", T.IntegerType()),
+    "task_key": ("io.streamapp.spark.TaskKey", T.IntegerType()),
+    "source_problem": ("io.streamapp.spark.SourceProblem", T.StringType()),
 }
 
 

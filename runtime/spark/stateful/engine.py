@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from streamapp.runtime.spark import checkpoints, codecs, jvm_udfs
+from streamapp.runtime.spark import checkpoints, codecs, frames, jvm_udfs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
 
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+HEADERS_TYPE = frames.HEADERS
 
 log = logging.getLogger("streamapp.stateful")
 
