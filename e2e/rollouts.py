@@ -292,7 +292,7 @@ def assert_calm(step: LoadStep, window: float) -> None:
     assert all(a >= b for a, b in itertools.pairwise(falling)), ("up after the load fell", falling)
     assert falling[-1] == 1, falling
     if step.fell < step.stepped:  # the app started high: it held its count until the fall
-        before = [n for at, n, _, _ in step.samples if n is not None and at < step.fell]
+        before = counts(0, step.fell)
         assert before and all(n >= before[0] for n in before), ("down before the load fell", before)
 
 

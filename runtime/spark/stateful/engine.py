@@ -36,13 +36,11 @@ from streamapp.runtime.spark import checkpoints, codecs, frames, jvm_udfs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 
 __all__ = [
-    "HEADERS_TYPE", "TASK_KEY", "BlobProcessor", "Step", "Tasks", "arrival_order", "as_record_frame",
+    "TASK_KEY", "BlobProcessor", "Step", "Tasks", "arrival_order", "as_record_frame",
     "hash_task", "input_rows", "run", "run_by_task", "task_key", "with_task_key",
 ]  # fmt: skip
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
-
-HEADERS_TYPE = frames.HEADERS
 
 log = logging.getLogger("streamapp.stateful")
 
@@ -177,7 +175,7 @@ def as_record_frame(df: DataFrame, key: Any = None) -> RecordFrame:
             (key if key is not None else F.col("key")).alias("key"),
             F.col("value"),
             F.timestamp_millis("ts").alias("timestamp"),
-            F.array().cast(HEADERS_TYPE).alias("headers"),
+            F.array().cast(frames.HEADERS).alias("headers"),
             F.lit(None).cast("int").alias("partition"),
             F.lit(None).cast("bigint").alias("offset"),
             F.lit(None).cast("string").alias("topic"),

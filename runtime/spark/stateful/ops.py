@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamapp.runtime.spark import checkpoints, codecs
+from streamapp.runtime.spark import checkpoints, codecs, frames
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.spark.stateful import engine, frontier, windows
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
@@ -344,7 +344,7 @@ def table_aggregate(
     base = [
         F.col("key"),
         F.timestamp_millis("ts").alias("timestamp"),
-        F.array().cast(engine.HEADERS_TYPE).alias("headers"),
+        F.array().cast(frames.HEADERS).alias("headers"),
         F.col("partition"),
         F.lit(None).cast("string").alias("topic"),
     ]
