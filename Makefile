@@ -86,7 +86,7 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite (the i
 e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
 	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py
 
-bench: bench-run bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
+bench: bench-run bench-startup bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
 bench-operator: setup ## time from `kubectl apply` to the driver Pod, median of 20 (tests/bench/results/OPERATOR.md)
 	$(PY) -m tests.bench.operator_latency --apps 20

@@ -9,7 +9,7 @@ BENCH_ARGS ?= --records 2000000 --repeats 3
 BENCH_MVN := mvn -q -B -Dmaven.repo.local=$(STREAMAPP_CACHE)/m2
 BENCH_CMD = $(PY) -m tests.bench.run $(BENCH_ARGS)
 
-.PHONY: bench-run bench-kstreams bench-smoke bench-profile bench-eos bench-windowed
+.PHONY: bench-run bench-kstreams bench-smoke bench-profile bench-eos bench-windowed bench-startup
 
 $(BENCH_DIR)/kstreams/target/classpath.txt: $(BENCH_DIR)/kstreams/pom.xml $(wildcard $(BENCH_DIR)/kstreams/src/main/java/streamapp/bench/*.java)
 	cd $(BENCH_DIR)/kstreams && $(BENCH_MVN) package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
@@ -18,6 +18,14 @@ bench-kstreams: $(BENCH_DIR)/kstreams/target/classpath.txt ## build the Kafka St
 
 bench-run: setup bench-kstreams ## the full benchmark; results in tests/bench/results (RESULTS.md, results.json)
 	$(BENCH_CMD)
+
+# Start-up (issue 13's target: launch to first output within 10 s on 2 cores, stateless and word
+# count): StreamApp and the hand-written job only, each run ending once the warm-up lines' output is
+# complete, so that many interleaved launches fit in minutes.
+STARTUP_ARGS ?= --repeats 6
+bench-startup: setup ## start-up to first output, StreamApp vs the PySpark job; results in tests/bench/results/startup
+	$(PY) -m tests.bench.run --startup-only --variants streamapp,pyspark --topologies stateless,wordcount \
+		$(STARTUP_ARGS) --out tests/bench/results/startup
 
 # The cost of exactly-once (issue 15's target: at most 1.3x the CPU per million records of
 # at-least-once at a 1 s trigger) and the latency it adds: (a) and (e) alone, both at 1 s, both

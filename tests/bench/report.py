@@ -63,6 +63,8 @@ MEASURES = (
     ("warm_batch_p50_ms", "micro-batch p50 at a fixed rate after the drains (warm), ms", "lower"),
     ("warm_batch_p99_ms", "micro-batch p99 at a fixed rate after the drains (warm), ms", "lower"),
     ("startup_s", "start-up to first output, s", "lower"),
+    ("startup_cpu_s", "CPU-seconds of the process tree until the warm-up's output was complete", "lower"),
+    ("warmup_done_s", "start-up to the warm-up's output complete, s", "lower"),
 )
 _BEGIN, _END = "<!-- analysis:begin -->", "<!-- analysis:end -->"
 _PLACEHOLDER = """\
@@ -126,18 +128,17 @@ def environment(*, command: str, args: dict[str, Any]) -> dict[str, Any]:
 def one_line(r: dict[str, Any]) -> str:
     if r.get("status") != "ok":
         return f"{r['topology']} {r['variant']}: {r.get('status')}"
-    parts = [
-        f"{r['topology']} {r['variant']}: {r['throughput_rps']:,} rec/s",
-        f"{r['cpu_s_per_million']} cpu-s/M",
-    ]
+    parts: list[str] = []
+    if "throughput_rps" in r:  # not in a --startup-only run
+        parts += [f"{r['throughput_rps']:,} rec/s", f"{r['cpu_s_per_million']} cpu-s/M"]
     if "latency_p99_ms" in r:
         parts.append(f"p50 {r['latency_p50_ms']} ms p99 {r['latency_p99_ms']} ms")
     if "warm_latency_p99_ms" in r:
         parts.append(f"warm p50 {r['warm_latency_p50_ms']} ms p99 {r['warm_latency_p99_ms']} ms")
     if "sparse_latency_p99_ms" in r:
         parts.append(f"sparse p50 {r['sparse_latency_p50_ms']} ms p99 {r['sparse_latency_p99_ms']} ms")
-    parts.append(f"start-up {r['startup_s']} s")
-    return ", ".join(parts)
+    parts.append(f"start-up {r['startup_s']} s ({r['startup_cpu_s']} CPU-s)")
+    return f"{r['topology']} {r['variant']}: " + ", ".join(parts)
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -221,9 +222,14 @@ def _markdown(
         f"confluent-kafka {v['confluent_kafka']}, streamapp {v['streamapp']} ({v['git']})",
         f"- Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB memory, "
         f"Linux {m['kernel']}, load average at start {m['load_average_at_start']}" + _run_loads(results),
-        f"- Workload: {a['records']:,} records drained per run, {a['partitions']} partitions, "
-        f"{a['repeats']} runs per variant interleaved, "
-        + (probes if "stateless" in a.get("topologies", ("stateless",)) else "")
+        (
+            f"- Workload: start-up only ({a['warmup']:,} lines present before launch, each run ends "
+            f"when their output is complete), {a['partitions']} partitions, "
+            if a.get("startup_only")
+            else f"- Workload: {a['records']:,} records drained per run, {a['partitions']} partitions, "
+        )
+        + f"{a['repeats']} runs per variant interleaved, "
+        + (probes if "stateless" in a.get("topologies", ("stateless",)) and not a.get("startup_only") else "")
         + (f"join table of {a['table_keys']:,} keys; " if "join" in a.get("topologies", ()) else "")
         + f"cells are median (min–max) over the runs; total wall time {meta.get('wall_s', '?')} s",
         "",

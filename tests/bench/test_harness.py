@@ -57,3 +57,29 @@ def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_p
     assert "settle s (JIT share)" in results_md
     assert doc["ratios"]["wordcount"]["throughput_rps"]["streamapp/pyspark"] > 0
     assert (out / "chart.png").stat().st_size > 0
+
+
+def test_a_startup_only_run_measures_start_up_and_ends_at_the_warm_up_output(tmp_path: pathlib.Path) -> None:
+    """`make bench-startup`: each run ends once the warm-up lines' output is complete."""
+    out = tmp_path / "results"
+    argv = [
+        sys.executable, "-m", "tests.bench.run", "--startup-only", "--variants", "streamapp",
+        "--topologies", "stateless", "--repeats", "1", "--no-warm-up-run", "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, log
+    (run,) = json.loads((out / "results.json").read_text())["runs"]
+    assert run["status"] == "ok", f"{run['status']}\n{run.get('log_tail')}"
+    assert 0 < run["startup_s"] <= run["warmup_done_s"] < 120, run
+    assert 0 < run["startup_jit_cpu_s"] < run["startup_cpu_s"], run
+    phases = run["startup_phases"]
+    assert phases["first_batch_rows"] > 0, phases
+    parts = phases["session_s"] + phases["to_first_trigger_s"] + phases["output_in_batch_s"]
+    assert abs(parts - run["startup_s"]) < 0.1, run
+    # Nothing after start-up ran: no latency phase, drain or warm phase.
+    assert not {"throughput_rps", "latency_p50_ms", "warm_batch_p99_ms"} & set(run), sorted(run)
+    results_md = (out / "RESULTS.md").read_text()
+    assert "start-up only (1,000 lines present before launch" in results_md
+    assert "| start-up to first output, s (lower is better) |" in results_md
+    assert "## Start-up: where the time goes" in results_md
