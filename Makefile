@@ -55,7 +55,8 @@ $(STAMP): pyproject.toml | prereqs-runtime
 setup-runtime: prereqs-runtime $(STAMP) ## the runtime only (venv, Kafka, Spark's connector): what demo and unit need; cached
 	@$(VENV)/bin/streamapp setup
 
-setup: prereqs-runtime prereqs-e2e setup-runtime $(if $(wildcard e2e/e2e.mk),e2e-deps) ## everything: the runtime, the driver's class-data archive and the e2e control plane (built from Go modules); cached
+setup: prereqs-runtime prereqs-e2e $(STAMP) $(if $(wildcard e2e/e2e.mk),e2e-deps) ## everything: the runtime, the driver's class-data archive and the e2e control plane (built from Go modules); cached
+	@# setup-runtime's `streamapp setup`, with the archive (one run: its lines are printed once)
 	@$(VENV)/bin/streamapp setup --class-data-archive
 
 # mypy needs the import layout (streamapp/runtime, streamapp/operator); the folders are mapped.
