@@ -267,10 +267,14 @@ def _ran_long(seen: status.DriverObservation) -> bool:
 
 
 def _backoff_left(failures: int, seen: status.DriverObservation, now: str) -> float:
+    """What is left of the back-off. ``now`` is taken when the reconciliation starts, and the Pod
+    read after it may have ended since (its finish time later than ``now``): that counts as having
+    just ended, so the first failure is still replaced at once and a later one waits its whole
+    back-off, not a second more."""
     finished, clock = status.parse_time(seen.finished), status.parse_time(now)
     if finished is None or clock is None:
         return 0.0
-    return max(0.0, backoff_seconds(failures) - (clock - finished).total_seconds())
+    return max(0.0, backoff_seconds(failures) - max(0.0, (clock - finished).total_seconds()))
 
 
 def _replace_reason(

@@ -242,6 +242,38 @@ def test_a_crash_looping_driver_is_replaced_with_a_growing_back_off(
     assert processing.status["driverFailures"] == 0
 
 
+def test_a_driver_that_ended_after_the_reconciliation_began_is_replaced_as_one_that_just_ended(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    """The reconciliation's clock is read before the Pod: a Pod that ended in between has a finish
+    time after it. The first failure is still replaced at once (an e2e crash loop once showed
+    "failed 1 times in a row … back-off 0 s" and no replacement), and the second waits 10 s."""
+
+    def crash(finished: str) -> None:
+        fake_cluster.objects[("Pod", "apps", DRIVER)]["status"] = {
+            "phase": "Failed",
+            "startTime": "2026-01-01T00:00:00Z",
+            "containerStatuses": [
+                {"state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": finished}}}
+            ],
+        }
+
+    run(spec)
+    crash("2026-01-01T00:00:02Z")
+    first = run(spec, now="2026-01-01T00:00:01Z")
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls, first.status
+    assert not isinstance(first.error, errors.DriverBackOff), first.error
+    assert first.status["driverFailures"] == 1, first.status
+    fake_cluster.finish_terminating()
+    run(spec, now="2026-01-01T00:00:03Z")  # the replacement
+    fake_cluster.calls.clear()
+    crash("2026-01-01T00:00:05Z")
+    waiting = run(spec, now="2026-01-01T00:00:04Z")
+    assert ("delete", "Pod", DRIVER) not in fake_cluster.calls
+    assert isinstance(waiting.error, errors.DriverBackOff) and waiting.error.delay == 10, waiting.error
+    assert "failed 2 times in a row" in waiting.status["message"], waiting.status["message"]
+
+
 def test_back_off_curve() -> None:
     assert [reconcile.backoff_seconds(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
 
