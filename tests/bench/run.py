@@ -465,6 +465,13 @@ def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> None:
             print(f"bench: deleting a topic failed: {exc}", file=sys.stderr)
 
 
+def _progress_written(variant_name: str) -> None:
+    """Give a Spark variant's progress probe (it polls twice a second) time to write the last
+    micro-batches before the variant is stopped."""
+    if variant_name != "kstreams":
+        time.sleep(1.5)
+
+
 def run_one(
     topology: str, variant_name: str, rep: int, *, kafka: broker.EmbeddedKafka, pool: workload.Pool,
     args: argparse.Namespace, scratch: pathlib.Path, kstreams_cp: str | None,
@@ -521,8 +528,7 @@ def run_one(
         result["startup_s"] = round(monitor.first_at - variant.launched_at, 2)
         result["warmup_done_s"] = round(monitor.done_at - variant.launched_at, 2)
         if args.startup_only:
-            if variant_name != "kstreams":
-                time.sleep(1.5)  # the progress probe polls twice a second: the first batch's phases
+            _progress_written(variant_name)  # the first batch's phases
             result["status"] = "ok"
             return result
 
@@ -656,8 +662,7 @@ def run_one(
             )  # fmt: skip
             result |= {f"sparse_{key}": value for key, value in sparse.items()}
             probes += sparse["latency_probes"]
-        if variant_name != "kstreams":
-            time.sleep(1.5)  # the progress probe polls twice a second
+        _progress_written(variant_name)
         result["status"] = "ok"
         return result
     finally:

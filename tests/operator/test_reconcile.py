@@ -191,6 +191,17 @@ def test_the_lease_of_a_driver_seen_ended_is_released_and_no_other(
     assert lease["spec"]["holderIdentity"] == "" and lease["metadata"]["resourceVersion"] == "7"
 
 
+def _fail_driver(fake_cluster: Any, *, started: str, finished: str) -> None:
+    """The driver Pod ended with exit code 1 (started and finished: RFC 3339 times)."""
+    fake_cluster.objects[("Pod", "apps", DRIVER)]["status"] = {
+        "phase": "Failed",
+        "startTime": started,
+        "containerStatuses": [
+            {"state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": finished}}}
+        ],
+    }
+
+
 def test_a_crash_looping_driver_is_replaced_with_a_growing_back_off(
     run: Any, spec: dict[str, Any], fake_cluster: Any
 ) -> None:
@@ -199,13 +210,7 @@ def test_a_crash_looping_driver_is_replaced_with_a_growing_back_off(
     processes resets the count."""
 
     def crash(second: int) -> None:
-        fake_cluster.objects[("Pod", "apps", DRIVER)]["status"] = {
-            "phase": "Failed",
-            "startTime": f"2026-01-01T00:00:{second - 1:02d}Z",
-            "containerStatuses": [
-                {"state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": at(second)}}}
-            ],
-        }
+        _fail_driver(fake_cluster, started=at(second - 1), finished=at(second))
 
     def at(second: int) -> str:
         return f"2026-01-01T00:00:{second:02d}Z"
@@ -250,13 +255,7 @@ def test_a_driver_that_ended_after_the_reconciliation_began_is_replaced_as_one_t
     "failed 1 times in a row … back-off 0 s" and no replacement), and the second waits 10 s."""
 
     def crash(finished: str) -> None:
-        fake_cluster.objects[("Pod", "apps", DRIVER)]["status"] = {
-            "phase": "Failed",
-            "startTime": "2026-01-01T00:00:00Z",
-            "containerStatuses": [
-                {"state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": finished}}}
-            ],
-        }
+        _fail_driver(fake_cluster, started="2026-01-01T00:00:00Z", finished=finished)
 
     run(spec)
     crash("2026-01-01T00:00:02Z")
