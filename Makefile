@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
+.PHONY: fuzz help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,9 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite (the i
 
 e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
 	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py
+
+fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; results in tests/conformance/results/FUZZ.md
+	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) $(PY) -m pytest -s -q --timeout=0 tests/conformance/test_randomized.py
 
 bench: bench-run bench-startup bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 

@@ -1,11 +1,8 @@
-"""The join scenarios of the conformance suite (issue 14), in the form of :mod:`scenarios`.
+"""The join scenarios of the conformance suite, in the form of :mod:`scenarios`.
 
-Kept in a module of their own so the join work and the suite merge without conflicts; the suite
-runs them when ``test_conformance`` iterates ``scenarios.SCENARIOS + join_scenarios.JOIN_SCENARIOS``
-and the Oracle looks methods up in ``JoinScenarios`` after ``Scenarios`` (the Java side:
-``kstreams/src/main/java/streamapp/conformance/JoinScenarios.java``). Input: ``in0`` is the
-left stream or table, ``in1`` the right one, both from :func:`scenarios.generate` (co-partitioned,
-null keys, null values, out-of-order timestamps).
+``test_conformance`` runs ``scenarios.SCENARIOS + join_scenarios.JOIN_SCENARIOS``. Input: ``in0``
+is the left stream or table, ``in1`` the right one, both from :func:`scenarios.generate`
+(co-partitioned, null keys, null values, out-of-order timestamps).
 
 Kafka Streams' stream-stream joins throttle the emission of left/outer results without a match to
 one pass per second of wall-clock time (``__emit.interval.ms.kstreams.outer.join.spurious.
@@ -27,14 +24,7 @@ import yaml
 from streamapp.runtime.cli import examples
 from streamapp.runtime.kafka import admin
 
-__all__ = ["JOIN_SCENARIOS", "OPEN_DEFECTS"]
-
-#: Join scenarios that disagree with Kafka Streams, in the form of scenarios.OPEN_DEFECTS. When
-#: the join scenarios were first run in the suite (2026-11-25) four disagreed, 54 mismatches:
-#: each micro-batch was merged on its own (fixed by runtime/spark/stateful/frontier.py), and a
-#: timestamp tie went to the table side where Kafka Streams' PartitionGroup gives it to the
-#: partition that waited longer (streamTableLeftJoin, 4 mismatches under both batch sizes).
-OPEN_DEFECTS: dict[str, str] = {}
+__all__ = ["JOIN_SCENARIOS"]
 
 
 def _join(op: str, table: bool, joiner: str, windows: str = "") -> str:

@@ -1,13 +1,13 @@
 """The conformance scenarios: a StreamApp manifest per scenario, and the seeded input they share.
 
-Each :class:`Scenario` names a public static method of
-``kstreams/src/main/java/streamapp/conformance/Scenarios.java`` (the same topology in Kafka
-Streams) and says how to compare the two outputs (:data:`TABLE`, :data:`FINAL`, :data:`STREAM`).
-Manifests read the logical topics ``in0``, ``in1`` … and write ``out``; the harness renames them
-to fresh topics per run and sets ``maxOffsetsPerTrigger`` on every source (the micro-batch size).
+Each :class:`Scenario` is a manifest and says how to compare the two outputs (:data:`TABLE`,
+:data:`FINAL`, :data:`STREAM`); the oracle builds the same topology in Kafka Streams from the
+manifest's logical graph (oracle.py), so a scenario is written once. Manifests read the logical
+topics ``in0``, ``in1`` … and write ``out``; the harness renames them to fresh topics per run and
+sets ``maxOffsetsPerTrigger`` on every source (the micro-batch size).
 
-To add a scenario: write its Java method in Scenarios.java and append one ``Scenario`` to
-:data:`SCENARIOS` (see README.md).
+To add a scenario: append one ``Scenario`` to :data:`SCENARIOS` (see README.md); its expressions
+and functions must be in the oracle's vocabulary (kstreams/.../Vocabulary.java).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ spec:
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    name: str  # the Java method's name
+    name: str
     streams: str  # the manifest's `streams:` list (YAML, indented by 6)
     compare: str  # TABLE, FINAL or STREAM
     value_serde: str = "long"  # of `out`: long or string
@@ -54,10 +54,6 @@ class Scenario:
     #: comparing late records (joins: Kafka Streams' dropped-records counts skipped records).
     every_batch: bool = False
     note: str = ""
-    #: A divergence from Kafka Streams that is understood: records StreamApp emits and Kafka
-    #: Streams does not are printed and listed in the summary but do not fail the suite; every
-    #: other difference (a value, a timestamp, a record only Kafka Streams has) still does.
-    known: str = ""
     #: Partitions of every topic of the scenario (inputs and outputs).
     partitions: int = 3
     #: The scenario's own input, ``(name, topic index) -> records``, when :func:`generate`'s does
@@ -85,9 +81,9 @@ def generate(seed: str, topic: int) -> list[admin.Record]:
     """``RECORDS`` records for input topic ``topic``, the same for a given seed: keys in
     ``KEYS`` and null keys, decimal values and null values (tombstones for tables), timestamps
     that advance 0–2.5 s per record in quarter seconds, with some out of order by up to 4 s
-    (inside every scenario's grace) and some by 15–40 s (beyond it). A key always goes to the same partition
-    (the topics are co-partitioned, as Kafka Streams requires for groupByKey); a null key to a
-    random one."""
+    (inside every scenario's grace) and some by 15–40 s (beyond it). A key always goes to the
+    partition Kafka's default partitioner gives it (the topics are co-partitioned, as Kafka Streams
+    requires for groupByKey); a null key to a random one."""
     rng = random.Random(f"{seed}/{topic}")
     clock = T0 + 1000 * rng.randrange(10)
     out = []
@@ -113,7 +109,9 @@ def generate(seed: str, topic: int) -> list[admin.Record]:
         ts = clock - back
         key = None if rng.random() < 0.08 else rng.choice(KEYS)
         value = None if rng.random() < 0.1 else str(rng.randrange(10))
-        partition = rng.randrange(PARTITIONS) if key is None else KEYS.index(key) % PARTITIONS
+        # A key goes where Kafka's default partitioner puts it (murmur2, admin.produce), as a
+        # foreign-key join's subscriptions in Kafka Streams expect; a null key anywhere.
+        partition = rng.randrange(PARTITIONS) if key is None else None
         out.append(
             admin.Record(
                 key=None if key is None else key.encode(),
@@ -140,24 +138,10 @@ def _probe(rng: random.Random, clock: int, out: list[admin.Record]) -> int:
     new clock."""
     end = (clock // PROBE_EVERY + 2) * PROBE_EVERY
     key = rng.choice(KEYS)
-    partition = KEYS.index(key) % PARTITIONS
     for ts in (end + PROBE_GRACE, end - 250):
-        out.append(admin.Record(key=key.encode(), value=b"7", timestamp=ts, partition=partition))
+        out.append(admin.Record(key=key.encode(), value=b"7", timestamp=ts))
     return end + PROBE_GRACE
 
-
-#: Measured on this suite's input (tumblingFinal's seed, one topic, both in one JVM): Kafka
-#: Streams' EmitStrategy.onWindowClose() emitted 36 windows, suppress(untilWindowCloses) on the
-#: same windowed count 54, a strict superset with equal values and timestamps. Both are documented
-#: as one final result per closed window; StreamApp's `emit: final` gives suppress's 54.
-ON_WINDOW_CLOSE = (
-    "Kafka Streams' onWindowClose() leaves out some closed windows that its own "
-    "suppress(untilWindowCloses) emits (36 of 54 here); StreamApp emits all of them, as KIP-825 "
-    "documents. The cause: it fetches closed windows from a time-ordered store that hides windows "
-    "starting more than its retention (size + grace) before the newest window start written "
-    "(KAFKA-12960's strict retention), so a window is lost when the record that closes it moves "
-    "stream time that far"
-)
 
 _WINDOW_KINDS = {
     "tumbling": "tumbling: 10s",
@@ -223,7 +207,7 @@ def tumbling_closes(seed: str, topic: int, keys: tuple[int | str, ...] = LONG_KE
     """Rounds of records with 3-6 of ``keys`` in one 10 s window each; the first record of the
     next round (in the next window, 15-20 s after the window's start) closes it (grace 5 s), so
     every closing record closes one window of several keys at once. Under 20 s: Kafka Streams'
-    onWindowClose() loses no window (see ON_WINDOW_CLOSE)."""
+    onWindowClose() loses no window (divergences.py)."""
     rng = random.Random(f"{seed}/{topic}")
     out = []
     for r in range(18):
@@ -266,7 +250,7 @@ def session_closes(seed: str, topic: int) -> list[admin.Record]:
     """Rounds, 12 s apart, of sessions (gap 3 s) of 3-6 long keys that end together or 500 ms
     apart, with starts that differ; the next round's records close them all (gap + grace 8 s). The
     rounds keep a session's end and its closing record's time less 8 s in one minute: Kafka
-    Streams' session store drops whole 60 s segments (see ON_WINDOW_CLOSE)."""
+    Streams' session store drops whole 60 s segments (divergences.py)."""
     rng = random.Random(f"{seed}/{topic}")
     out = []
     for minute in range(4):
@@ -281,14 +265,6 @@ def session_closes(seed: str, topic: int) -> list[admin.Record]:
             out += records
     return out
 
-
-#: Scenarios where StreamApp is known to disagree with Kafka Streams today: open defects of issue 12,
-#: not excuses. Their mismatches are printed and counted apart, and the suite fails when one of them
-#: stops disagreeing (then delete its entry) or when any other scenario disagrees at all. Found by
-#: the full suite on 2026-11-23 (24 scenarios, 241 mismatches in 7); all fixed by 2026-11-25, the
-#: last two (cogroupWindowed, mergeWindowed: 22 mismatches) by holding back the records behind a
-#: partition that ran dry while the broker has more for it (runtime/spark/stateful/frontier.py).
-OPEN_DEFECTS: dict[str, str] = {}
 
 SCENARIOS: list[Scenario] = [
     Scenario(
@@ -360,7 +336,6 @@ SCENARIOS: list[Scenario] = [
 """,
         FINAL,
         windowed=True,
-        known=ON_WINDOW_CLOSE,
     ),
     Scenario(
         "hoppingSum",
@@ -426,7 +401,6 @@ SCENARIOS: list[Scenario] = [
             _windowed_count(window, emit),
             TABLE if emit == "updates" else FINAL,
             windowed=True,
-            known=ON_WINDOW_CLOSE if emit == "final" else "",
         )
         for kind, window in _WINDOW_KINDS.items()
         for emit in ("updates", "final", "suppress")
@@ -469,7 +443,6 @@ SCENARIOS: list[Scenario] = [
         inputs=2,
         windowed=True,
         note="a merge of two co-partitioned topics: one task, the lowest head timestamp goes first",
-        known=ON_WINDOW_CLOSE,
     ),
     Scenario(
         "toTable",

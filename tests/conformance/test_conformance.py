@@ -17,17 +17,18 @@ import pathlib
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import yaml
-from confluent_kafka import Consumer, TopicPartition
 
 from streamapp.runtime import manifest
 from streamapp.runtime.kafka import admin
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import compare
+import divergences
 import join_scenarios as js
 import oracle
 import scenarios as sc
@@ -35,7 +36,7 @@ import scenarios as sc
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-Rec = tuple[str | None, Any, int]  # key, decoded value, timestamp
+    from streamapp.runtime.topology import Topology
 
 
 def _with_batch_limit(text: str, limit: int) -> str:
@@ -78,70 +79,8 @@ def _run_streamapp(
     return len(with_input), progress.late + dropped
 
 
-def _read_all(bootstrap: str, topics: Iterable[str]) -> dict[str, list[Rec | tuple[Any, ...]]]:
-    """Every record of ``topics`` up to their current end, per topic in partition/offset order."""
-    topics = list(topics)
-    counts = admin.partition_counts(bootstrap, topics)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"conformance-{time.monotonic_ns()}",
-                         "enable.auto.commit": False})  # fmt: skip
-    out: dict[str, list[Any]] = {t: [] for t in topics}
-    try:
-        ends = {}
-        for t in topics:
-            for p in range(counts[t]):
-                high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
-                if high > 0:
-                    ends[(t, p)] = high
-        consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
-        seen: dict[tuple[str, int], list[Any]] = collections.defaultdict(list)
-        deadline = time.monotonic() + 60
-        while any(len(seen[tp]) < end for tp, end in ends.items()) and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
-                assert not msg.error(), msg.error()
-                seen[(msg.topic(), msg.partition())].append((msg.key(), msg.value(), msg.timestamp()[1]))
-        for (t, _), records in sorted(seen.items()):
-            out[t].extend(records)
-    finally:
-        consumer.close()
-    return out
-
-
-def _decode(records: list[Any], value_serde: str) -> list[Rec]:
-    def value(raw: bytes | None) -> Any:
-        if raw is None:
-            return None
-        return int.from_bytes(raw, "big", signed=True) if value_serde == "long" else raw.decode()
-
-    return [(None if k is None else k.decode(), value(v), ts - sc.T0) for k, v, ts in records]
-
-
-def _compare(scenario: sc.Scenario, ours: list[Rec], theirs: list[Rec]) -> list[str]:
-    """Mismatch lines: key, StreamApp's value @ timestamp, Kafka Streams' value @ timestamp."""
-    if scenario.compare == sc.TABLE:
-        final_ours = {k: (v, ts) for k, v, ts in ours}
-        final_theirs = {k: (v, ts) for k, v, ts in theirs}
-        lines = []
-        for key in sorted(set(final_ours) | set(final_theirs), key=str):
-            a, b = final_ours.get(key, (None, None)), final_theirs.get(key, (None, None))
-            if a[0] is None and b[0] is None:
-                continue  # deleted (or never there) on both sides
-            if a != b:
-                lines.append(f"key {key!r}: StreamApp {a[0]!r} @ {a[1]}, Kafka Streams {b[0]!r} @ {b[1]}")
-        return lines
-    mine, other = collections.Counter(ours), collections.Counter(theirs)
-    lines = [f"key {k!r}: StreamApp {v!r} @ {ts} (x{n}), Kafka Streams has none" for (k, v, ts), n in sorted(
-        (mine - other).items(), key=str)]  # fmt: skip
-    lines += [f"key {k!r}: StreamApp has none, Kafka Streams {v!r} @ {ts} (x{n})" for (k, v, ts), n in sorted(
-        (other - mine).items(), key=str)]  # fmt: skip
-    if scenario.ordered and not lines:
-        differ = [n for n, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
-        if differ:
-            n = differ[0]
-            lines.append(
-                f"the same records in another order ({len(differ)} of {len(ours)} positions differ); "
-                f"from position {n}: StreamApp {ours[n : n + 4]}, Kafka Streams {theirs[n : n + 4]}"
-            )
-    return lines
+def _topology(scenario: sc.Scenario) -> Topology:
+    return manifest.build_topology(manifest.load_manifest(scenario.manifest()))
 
 
 _REPARTITION_SINK = re.compile(r"Sink: .*\(topic: .*-repartition\)")
@@ -176,10 +115,13 @@ def test_streamapp_agrees_with_kafka_streams(
         for i, topic in enumerate(inputs[s.name]):
             admin.produce(kafka_bootstrap, topic, (s.input or sc.generate)(s.name, i))
 
+    renames = {s.name: {f"in{i}": t for i, t in enumerate(inputs[s.name])} for s in scenarios}
+    graphs = {
+        s.name: _topology(s).rename_topics(renames[s.name] | {"out": ks_out[s.name]}) for s in scenarios
+    }
     ks = oracle.OracleRun(
-        kafka_bootstrap, tmp_path / "kstreams",
-        [(s.name, f"conf-{uid}-{s.name}", ks_out[s.name], inputs[s.name]) for s in scenarios],
-    )  # fmt: skip
+        kafka_bootstrap, tmp_path / "kstreams", [(f"conf-{uid}-{s.name}", graphs[s.name]) for s in scenarios]
+    )
     try:
         failed: list[str] = []
 
@@ -204,14 +146,21 @@ def test_streamapp_agrees_with_kafka_streams(
     finally:
         ks.kill()
 
-    records = _read_all(kafka_bootstrap, [*ks_out.values(), *our_out.values()])
+    all_inputs = [t for s in scenarios for t in inputs[s.name]]
+    records = compare.read_all(kafka_bootstrap, [*ks_out.values(), *our_out.values(), *all_inputs])
     found_by: dict[str, list[str]] = collections.defaultdict(list)  # scenario → its mismatches
     mismatches: list[str] = list(failed)
-    known: list[str] = []  # of scenarios whose divergence is a known, reported defect
-    by_scenario = {r.scenario: r for r in theirs.values()}
+    modelled: dict[str, int] = {}  # scenario → StreamApp records a divergence model predicted
+    by_scenario = {s.name: theirs[f"conf-{uid}-{s.name}"] for s in scenarios}
     for s in scenarios:
-        theirs_out = _decode(records[ks_out[s.name]], s.value_serde)
-        described = manifest.build_topology(manifest.load_manifest(s.manifest())).describe()
+        if by_scenario[s.name].error:
+            mismatches.append(f"{s.name}: the oracle refused the topology: {by_scenario[s.name].error}")
+            continue
+        theirs_out = compare.decode(records[ks_out[s.name]], s.value_serde, sc.T0)
+        extra = divergences.final_model(
+            _topology(s), {f"in{i}": records[t] for i, t in enumerate(inputs[s.name])}
+        )
+        described = _topology(s).describe()
         if _shape(described) != _shape(by_scenario[s.name].description):
             mismatches.append(
                 f"{s.name}: describe() has (sub-topologies, repartition topics) {_shape(described)}, "
@@ -223,46 +172,31 @@ def test_streamapp_agrees_with_kafka_streams(
             where = f"{s.name} [maxOffsetsPerTrigger={n}]"
             if batches < 2:
                 mismatches.append(f"{where}: ran in {batches} micro-batch(es); the scenario needs several")
-            mine = _decode(records[our_out[(s.name, n)]], s.value_serde)
-            found = [f"{where}: {line}" for line in _compare(s, mine, theirs_out)]
-            for line in found:  # a known divergence is StreamApp's extra records, nothing else
-                if s.known and line.endswith("Kafka Streams has none"):
-                    known.append(line)
-                else:
-                    found_by[s.name].append(line)
+            mine = compare.decode(records[our_out[(s.name, n)]], s.value_serde, sc.T0)
+            mode = compare.TABLE if s.compare == sc.TABLE else compare.STREAM
+            found = compare.compare(mode, mine, theirs_out, ordered=s.ordered, extra=extra)
+            found_by[s.name] += [f"{where}: {line}" for line in found]
+            if extra is not None:
+                modelled[f"{s.name} [{n}]"] = sum(map(extra, mine))
             dropped = by_scenario[s.name].dropped
             if s.windowed and late != dropped:
                 found_by[s.name].append(
                     f"{where}: late records dropped: StreamApp {late}, Kafka Streams {dropped}"
                 )
-    open_defects = {**sc.OPEN_DEFECTS, **js.OPEN_DEFECTS}
-    defects: list[str] = []  # mismatches of the scenarios listed in OPEN_DEFECTS
     for s in scenarios:
-        if s.name in open_defects:
-            defects.extend(found_by[s.name])
-            if not found_by[s.name]:
-                mismatches.append(
-                    f"{s.name}: listed in OPEN_DEFECTS ({open_defects[s.name]}) but now agrees with "
-                    "Kafka Streams: delete its entry"
-                )
-        else:
-            mismatches.extend(found_by[s.name])
+        mismatches.extend(found_by[s.name])
     runs = sum(len(v) for v in settings.values())
     batches_total = sum(b for b, _ in ours.values())
-    divergent = sorted({line.split(" ", 1)[0] for line in known})
     summary = (
         f"conformance: {len(scenarios)} scenarios, {runs} StreamApp runs ({batches_total} micro-batches) "
         f"against Kafka Streams: {len(mismatches)} mismatches, {time.monotonic() - started:.0f} s"
-        + (f"; known divergences (not counted, see their notes): {', '.join(divergent)}" if divergent else "")
         + (
-            f"; OPEN DEFECTS (issue 12): {len(defects)} mismatches in "
-            f"{', '.join(n for n in open_defects if any(s.name == n for s in scenarios))}"
-            if defects
+            "; emit-final records Kafka Streams' onWindowClose() hides, as divergences.py predicts: "
+            + ", ".join(f"{k} {v}" for k, v in modelled.items() if v)
+            if any(modelled.values())
             else ""
         )
     )
     streamapp_report(summary)
     print(summary)
-    print("\n".join(known))
-    print("\n".join(defects))
     assert not mismatches, "\n".join([summary, *mismatches])

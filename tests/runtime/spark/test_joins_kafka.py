@@ -18,7 +18,8 @@ from streamapp.runtime.serdes import Serdes
 from streamapp.runtime.topology import JoinWindows, StreamsBuilder
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-import kstreams_oracle
+sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "conformance"))
+import oracle as ks_oracle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -142,17 +143,18 @@ def _kstreams(
     bootstrap: str,
     new_topic: Callable[..., str],
     tmp_path: pathlib.Path,
-    scenario: str,
+    topology: Topology,
     inputs: dict[str, str],
     outputs: list[str],
 ) -> tuple[dict[str, list[Any]], int]:
-    """The same scenario in Kafka Streams: its output per topic, and its late-dropped records."""
+    """The same topology in Kafka Streams (the conformance suite's oracle): its output per topic,
+    and its dropped records (late window-store puts, or a null key or value)."""
     topics = {name: new_topic(partitions=1) for name in outputs}
-    dropped = kstreams_oracle.run(bootstrap, scenario, {**inputs, **topics}, tmp_path / "kstreams")
+    result = ks_oracle.run(bootstrap, topology.rename_topics({**inputs, **topics}), tmp_path / "kstreams")
     got = {
         name: _decode(admin.consume(bootstrap, topic, timeout=20, idle=2)) for name, topic in topics.items()
     }
-    return got, dropped
+    return got, result.dropped
 
 
 def test_stream_table_join_sees_the_table_as_it_evolves_whatever_the_batch_size(
@@ -169,9 +171,7 @@ def test_stream_table_join_sees_the_table_as_it_evolves_whatever_the_batch_size(
     ]
     assert runs[1] == runs[0]
     got, _ = runs[0]
-    oracle, _ = _kstreams(
-        kafka_bootstrap, new_topic, tmp_path, "stream-table", inputs, ["joined", "left-joined"]
-    )
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["joined", "left-joined"])
     assert got == oracle
     # Each result carries the stream record's timestamp (seed 004).
     assert got["joined"] == [
@@ -281,7 +281,7 @@ def test_stream_stream_joins_emit_null_sides_only_once_windows_closed(
     assert runs[1] == runs[0]
     got, late = runs[0]
     oracle, dropped = _kstreams(
-        kafka_bootstrap, new_topic, tmp_path, "stream-stream", inputs, ["inner", "left", "outer"]
+        kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["inner", "left", "outer"]
     )
     assert got == oracle
     assert sorted(late.values()) == [1, 1, 1]  # A0's put, in each of the three joins
@@ -399,7 +399,7 @@ def test_table_table_joins_emit_a_changelog_with_tombstones(
     ]
     per_key = [{name: _by_key(records) for name, records in got.items()} for got, _ in runs]
     assert per_key[1] == per_key[0]
-    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, "table-table", inputs, names)
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, names)
     assert {name: _by_key(records) for name, records in oracle.items()} == per_key[0]
     got = per_key[0]
     # Results carry the max of both sides' timestamps; a result that goes away is a tombstone.
@@ -457,7 +457,7 @@ def test_global_table_join_looks_up_a_key_from_the_record_without_repartitioning
     inputs = {"regions": regions, "orders": orders}
     names = ["joined", "left-joined"]
     got, _ = _outputs(spark, kafka_bootstrap, new_topic, tmp_path, topology, inputs, names, None)
-    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, "stream-global", inputs, names)
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, names)
     assert {k: sorted(v, key=str) for k, v in got.items()} == {
         k: sorted(v, key=str) for k, v in oracle.items()
     }
@@ -501,9 +501,7 @@ def test_a_rekeyed_stream_joins_a_table_with_a_python_joiner(
     assert "repartition topics: [KSTREAM-LEFTJOIN-0000000003-left-repartition]" in topology.describe()
     inputs = {"users": users, "views": views}
     got, _ = _outputs(spark, kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["left-joined"], None)
-    oracle, _ = _kstreams(
-        kafka_bootstrap, new_topic, tmp_path, "rekeyed-stream-table", inputs, ["left-joined"]
-    )
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["left-joined"])
     assert sorted(got["left-joined"]) == sorted(oracle["left-joined"])
     assert sorted(got["left-joined"]) == [
         ("u1", "u1:buy@Ann", 35),
@@ -642,7 +640,7 @@ def test_foreign_key_joins_follow_repointed_and_deleted_rows_without_stale_resul
     # so its intermediate results depend on timing, and so does a final tombstone's timestamp (o2's
     # was 51 or 65: when c2's re-creation at 65 reached the right task before o2's unsubscription,
     # SubscriptionJoin stamps the tombstone max(51, 65)); its final table must be ours.
-    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, "fk", inputs, names)
+    oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, names)
 
     def final(table: dict[Any, list[tuple[Any, int]]]) -> dict[Any, tuple[Any, int]]:
         return {k: v[-1] for k, v in table.items() if v[-1][0] is not None}  # a tombstone: absent

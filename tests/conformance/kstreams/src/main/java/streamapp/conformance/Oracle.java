@@ -1,11 +1,10 @@
 package streamapp.conformance;
 
 import java.io.BufferedReader;
+import java.io.File;
 import java.io.InputStreamReader;
-import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -13,6 +12,8 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
@@ -24,31 +25,28 @@ import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 
 /**
- * Runs conformance scenarios in Kafka Streams, many at once in one JVM, and says when each has
- * processed all of its input.
+ * Runs StreamApp topologies in Kafka Streams, many at once in one JVM, and says when each has
+ * processed all of its input: the conformance suite's oracle.
  *
  * <p>Usage: {@code Oracle BOOTSTRAP STATE_DIR}, then one line per run on stdin:
- * {@code SCENARIO APP_ID OUTPUT_TOPIC INPUT_TOPIC...}, ended by EOF. SCENARIO names a public static
- * method {@code (StreamsBuilder, Io)} of {@link Scenarios} or {@link JoinScenarios}. Every run is its own KafkaStreams
- * instance (one thread, record caches off, so its changelog is deterministic). When a run's
- * committed offsets reach the end of its input and repartition topics, it prints one JSON line
- * {@code {"run": APP_ID, "scenario": ..., "dropped": N, "description": ...}} and closes; then "done".
- * {@code dropped} is Kafka Streams' task metric dropped-records-total summed over the tasks.
+ * {@code APP_ID GRAPH_JSON_FILE}, ended by EOF. The file holds the run's logical graph as
+ * runtime/topology/export.py writes it, on the run's real topics; {@link GraphBuilder} builds it.
+ * A graph the oracle cannot build prints {@code {"run": APP_ID, "error": MESSAGE}} and the other
+ * runs go on. Every other run is its own KafkaStreams instance (one thread, record caches off, so
+ * its changelog is deterministic). When a run's committed offsets reach the end of its input and
+ * internal topics, it prints one JSON line {@code {"run": APP_ID, "dropped": N, "description":
+ * ...}} and closes; then "done". {@code dropped} is Kafka Streams' task metric
+ * dropped-records-total summed over the tasks. A run whose KafkaStreams goes to ERROR fails the
+ * whole Oracle (exit status non-zero).
  */
 public final class Oracle {
-  /** The topics of one run: inputs in the order the scenario declares them, and its output. */
-  public record Io(List<String> inputs, String output) {
-    public String in(int i) {
-      return inputs.get(i);
-    }
-  }
+  private static final ObjectMapper JSON = new ObjectMapper();
 
-  private record Run(
-      String scenario, String appId, Io io, KafkaStreams streams, String description, Set<String> global) {}
+  /** A started run; {@code inputs}: the topics its tasks consume (not a global table's). */
+  private record Run(String appId, KafkaStreams streams, String description, List<String> inputs) {}
 
   public static void main(String[] args) throws Exception {
     String bootstrap = args[0], stateDir = args[1];
@@ -59,21 +57,40 @@ public final class Oracle {
         continue;
       }
       String[] f = line.trim().split("\\s+");
-      Io io = new Io(Arrays.asList(Arrays.copyOfRange(f, 3, f.length)), f[2]);
-      Method method = scenario(f[0]);
-      StreamsBuilder builder = new StreamsBuilder();
-      method.invoke(null, builder, io);
-      var topology = builder.build();
-      KafkaStreams streams = new KafkaStreams(topology, props(bootstrap, stateDir, f[1]));
-      // A GlobalKTable's topic is read by the global thread, in full before processing, outside
-      // the consumer group: it has no committed offsets to wait for.
-      Set<String> global = new HashSet<>();
-      topology.describe().globalStores().forEach(g -> global.addAll(g.source().topicSet()));
-      runs.add(new Run(f[0], f[1], io, streams, topology.describe().toString(), global));
+      if (f.length != 2) {
+        throw new IllegalArgumentException("expected APP_ID GRAPH_JSON_FILE, got: " + line);
+      }
+      Run run = build(bootstrap, stateDir, f[0], new File(f[1]));
+      if (run != null) {
+        runs.add(run);
+      }
     }
     for (Run run : runs) {
       run.streams.start();
     }
+    await(bootstrap, runs);
+    System.out.println("done");
+  }
+
+  /** The run of one graph, or null (and its error line printed) when the graph cannot be built. */
+  private static Run build(String bootstrap, String stateDir, String appId, File graph) {
+    GraphBuilder.Result built;
+    try {
+      built = GraphBuilder.build(JSON.readTree(graph));
+    } catch (Refused e) {
+      print(JSON.createObjectNode().put("run", appId).put("error", e.getMessage()));
+      return null;
+    } catch (Exception e) {
+      // Not a refusal: a graph Kafka Streams rejects, an unreadable file, or an oracle bug.
+      print(JSON.createObjectNode().put("run", appId).put("error", e.toString()));
+      return null;
+    }
+    KafkaStreams streams = new KafkaStreams(built.topology(), props(bootstrap, stateDir, appId));
+    return new Run(appId, streams, built.topology().describe().toString(), built.inputs());
+  }
+
+  /** Reports and closes each run once it has consumed all of its input. */
+  private static void await(String bootstrap, List<Run> runs) throws Exception {
     Properties adminProps = new Properties();
     adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     long deadline = System.currentTimeMillis() + 600_000;
@@ -93,24 +110,18 @@ public final class Oracle {
           int n = caughtUp(admin, run) ? settled.merge(run.appId, 1, Integer::sum) : 0;
           settled.put(run.appId, n);
           if (n >= 2) {
-            System.out.println(report(run));
-            System.out.flush();
+            print(report(run));
             run.streams.close();
             pending.remove(run);
           }
         }
       }
     }
-    System.out.println("done");
   }
 
-  /** The scenario's method: in {@link Scenarios}, else in {@link JoinScenarios}. */
-  private static Method scenario(String name) throws NoSuchMethodException {
-    try {
-      return Scenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
-    } catch (NoSuchMethodException e) {
-      return JoinScenarios.class.getMethod(name, StreamsBuilder.class, Io.class);
-    }
+  private static void print(ObjectNode line) {
+    System.out.println(line.toString());
+    System.out.flush();
   }
 
   private static Properties props(String bootstrap, String stateDir, String appId) {
@@ -136,8 +147,7 @@ public final class Oracle {
     if (run.streams.state() != KafkaStreams.State.RUNNING) {
       return false;
     }
-    Set<String> topics = new HashSet<>(run.io.inputs);
-    topics.removeAll(run.global);
+    Set<String> topics = new HashSet<>(run.inputs);
     String prefix = run.appId + "-";
     for (String t : admin.listTopics().names().get()) {
       // Repartition topics, and a foreign-key join's subscription and response topics.
@@ -163,7 +173,7 @@ public final class Oracle {
     return true;
   }
 
-  private static String report(Run run) {
+  private static ObjectNode report(Run run) {
     double dropped = 0;
     for (Map.Entry<MetricName, ? extends Metric> e : run.streams.metrics().entrySet()) {
       MetricName name = e.getKey();
@@ -171,11 +181,6 @@ public final class Oracle {
         dropped += ((Number) e.getValue().metricValue()).doubleValue();
       }
     }
-    return "{\"run\": \"" + run.appId + "\", \"scenario\": \"" + run.scenario + "\", \"dropped\": "
-        + (long) dropped + ", \"description\": \"" + escape(run.description) + "\"}";
-  }
-
-  private static String escape(String s) {
-    return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n").replace("\t", "\\t");
+    return JSON.createObjectNode().put("run", run.appId).put("dropped", (long) dropped).put("description", run.description);
   }
 }

@@ -1,0 +1,182 @@
+"""Understood divergences from Kafka Streams, each a model that predicts the exact records.
+
+Why it exists: where StreamApp deliberately differs from Kafka Streams, the suite must still
+check every record. A model here names, from the input, which of StreamApp's records Kafka
+Streams does not emit; the comparison then requires exactly those to be missing on Kafka
+Streams' side and everything else to be equal (compare.compare's ``extra``). A divergence that is
+not modelled here is a mismatch.
+
+**Emit-final retention** (``EmitStrategy.onWindowClose()``). Kafka Streams documents one final
+result per closed window (KIP-825) and its ``suppress(untilWindowCloses)`` gives them all; but
+onWindowClose fetches the closed windows from its window store right after the closing record's
+own puts, and that store hides what its retention has passed (KAFKA-12960's strict retention,
+Kafka Streams 4.3.1 as read from its source):
+
+- tumbling and hopping windows: the fetch starts no earlier than the newest window start written
+  less the retention (size + grace). Every record before the closing one has a timestamp below
+  the window's end + grace, so only the closing record's newest window start can hide a window:
+  hidden when that start is more than size + grace after the window's start.
+- sliding windows (retention 2 × time difference + grace): the same, with the closing record's
+  newest window start: its own left window's (``t - difference``), or the right window it opens
+  for its key's previous record (``previous + 1``, when that record is within the difference).
+- session windows: the time-ordered session store drops whole segments (60 s for the gaps here:
+  ``max(retention / 2, 60 s)``, retention gap + grace) once the newest session end written less
+  the retention passes them: a session is hidden when the closing record's timestamp less gap +
+  grace lies in a later segment than the session's end.
+
+The closing record is the first one the window's task processes (records in Kafka Streams'
+order: a partition's in offset order; co-partitioned topics merged by head timestamp) whose
+timestamp closes the window: ``>= end + grace`` (tumbling, hopping), ``> end + grace`` (sliding,
+whose end is inclusive), ``> end + gap + grace`` (sessions). StreamApp closes windows on the same
+records, so the model reads the windows from StreamApp's output.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import nodes as nd
+
+__all__ = ["Input", "final_model", "hidden_final_windows", "task_order"]
+
+#: (key, value, timestamp, partition) of one input record, as compare.read_all gives them.
+Input = tuple[Any, Any, int, int]
+SEGMENT = 60_000
+
+
+def task_order(topics: Sequence[Sequence[Input]]) -> dict[int, list[Input]]:
+    """Per task (partition), the records of co-partitioned ``topics`` in Kafka Streams' order: each
+    partition in offset order, merged by head record timestamp."""
+    per: dict[int, list[list[Input]]] = collections.defaultdict(list)
+    for records in topics:
+        by_partition: dict[int, list[Input]] = collections.defaultdict(list)
+        for r in records:
+            by_partition[r[3]].append(r)
+        for p, rs in by_partition.items():
+            per[p].append(rs)
+    out = {}
+    for p, queues in per.items():
+        heads = [(q[0][2], i, 0) for i, q in enumerate(queues) if q]
+        heapq.heapify(heads)
+        merged = []
+        while heads:
+            _, i, n = heapq.heappop(heads)
+            merged.append(queues[i][n])
+            if n + 1 < len(queues[i]):
+                heapq.heappush(heads, (queues[i][n + 1][2], i, n + 1))
+        out[p] = merged
+    return out
+
+
+def _parse(windowed_key: str) -> tuple[str, int, int]:
+    key, _, span = windowed_key.rpartition("@")
+    start, _, end = span.partition("/")
+    return key, int(start), int(end)
+
+
+def hidden_final_windows(
+    windows: Mapping[str, Any], tasks: Mapping[int, Sequence[Input]], emitted: Iterable[str], *, t0: int = 0
+) -> set[str]:
+    """Of the windowed keys ``emitted`` (``key@start/end``, epoch ms), those Kafka Streams'
+    onWindowClose() hides. ``windows``: the graph's ``{kind, size, advance, grace}``; ``tasks``:
+    the records that reach the windowed aggregation, per task, in processing order (null keys
+    already left out; for sliding windows null values too)."""
+    kind, size, grace = windows["kind"], windows["size"], windows["grace"]
+    advance = windows.get("advance") or size
+    task_of = {r[0]: p for p, records in tasks.items() for r in records}
+    hidden = set()
+    for name in set(emitted):
+        key, start, end = _parse(name)
+        start, end = start - t0, end - t0
+        records = tasks.get(task_of.get(key, -1), [])
+        if kind in ("tumbling", "hopping"):
+            threshold = end + grace
+            closing = next((r for r in records if r[2] - t0 >= threshold), None)
+            if closing is not None:
+                ts = closing[2] - t0
+                if ts - ts % advance > start + size + grace:
+                    hidden.add(name)
+        elif kind == "sliding":
+            closing_at = next((n for n, r in enumerate(records) if r[2] - t0 > end + grace), None)
+            if closing_at is not None:
+                c = records[closing_at]
+                ts = c[2] - t0
+                newest = ts - size
+                previous = [
+                    r[2] - t0 for r in records[:closing_at] if r[0] == c[0] and ts - size <= r[2] - t0 < ts
+                ]
+                if previous:
+                    newest = max(newest, max(previous) + 1)
+                if newest - (2 * size + grace) > start:
+                    hidden.add(name)
+        elif kind == "session":
+            closing = next((r for r in records if r[2] - t0 > end + size + grace), None)
+            if closing is not None:
+                ts = closing[2] - t0
+                # Segments count from the epoch: t0 is a whole minute, so t0-relative times keep them.
+                if (ts - size - grace) // SEGMENT > end // SEGMENT:
+                    hidden.add(name)
+    return hidden
+
+
+def final_model(
+    topology: graph.Topology, inputs: Mapping[str, Sequence[Input]], *, t0: int = 0
+) -> Callable[[Any], bool] | None:
+    """For a topology with an emit-final windowed aggregation: a predicate on StreamApp's output
+    records (key, value, timestamp) that is true for those Kafka Streams hides; None when the
+    topology has none. ``inputs``: each input topic's records with their partitions. Raises when
+    something in front of the aggregation could drop or re-time records (the model needs the
+    records that reach it)."""
+    finals = [
+        n for n in topology.nodes
+        if isinstance(n, nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup) and n.windows and n.emit == "final"
+    ]  # fmt: skip
+    if not finals:
+        return None
+    (node,) = finals
+    assert node.windows is not None
+    topics: list[str] = []
+    serde = "string"
+    pending = list(node.parents)
+    while pending:
+        parent = topology.node(pending.pop())
+        if isinstance(parent, nd.Source) and not parent.table:
+            topics += parent.topics
+            serde = topology.key_serde(parent).name
+        elif isinstance(parent, nd.Merge | nd.MapValues) or (
+            isinstance(parent, nd.GroupBy) and parent.selector is None
+        ):
+            pending += parent.parents
+        else:
+            raise ValueError(
+                f"the emit-final model does not know what {parent.op} ({parent.name}) lets through"
+            )
+    sliding = node.windows.kind == "sliding"
+
+    def key(raw: bytes) -> str:
+        return str(int.from_bytes(raw, "big", signed=True)) if serde == "long" else raw.decode()
+
+    reaching = [
+        [
+            (key(r[0]), r[1], r[2], r[3])
+            for r in inputs[t]
+            if r[0] is not None and not (sliding and r[1] is None)
+        ]
+        for t in topics
+    ]
+    tasks = task_order(reaching)
+    spec = dataclasses.asdict(node.windows)
+    cache: dict[str, bool] = {}
+
+    def hidden(rec: Any) -> bool:
+        name = rec[0]
+        if name not in cache:
+            cache[name] = bool(hidden_final_windows(spec, tasks, [name], t0=t0))
+        return cache[name]
+
+    return hidden

@@ -1,0 +1,441 @@
+"""Random topologies and inputs, drawn from a seed: the randomized half of the conformance suite.
+
+Why it exists: hand-picked scenarios only probe what their authors thought of. A :class:`Case` is
+one topology (a manifest's ``streams:``, built from the supported vocabulary: stateless steps,
+tables, groupings, count/reduce/aggregate, every window kind with grace and suppress, cogroup,
+every join kind, repartition and merge) plus its seeded input and how to run it (partitions,
+``maxOffsetsPerTrigger``, trigger). :func:`case` draws one from a seed alone, so a seed is a
+complete bug report. User logic comes only from the oracle's vocabulary (:func:`oracle.vocabulary`),
+picked by role and input type.
+
+Inputs carry what breaks stream processors: disorder within and beyond grace, equal timestamps,
+tombstones, null keys and values, a skewed key distribution. A topology that changes keys before
+a stateful step runs on one partition: Kafka Streams' result then depends on how upstream tasks
+interleave their writes to the repartition topic, which no single answer models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from streamapp.runtime.kafka import admin
+
+__all__ = ["FAMILIES", "T0", "Case", "Vocab", "case"]
+
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
+FAMILIES = ("stateless", "table", "aggregate", "windowed", "join", "cogroup")
+KEYS = tuple("abcdef")
+TRIGGERS = ("available-now", "processing-time")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    seed: int
+    family: str
+    streams: list[dict[str, Any]]  # the manifest's `streams:`; topics in0, in1 … and out
+    inputs: list[list[admin.Record]]  # per input topic
+    partitions: int
+    mode: str  # compare.TABLE or compare.STREAM
+    value_serde: str  # of `out`
+    batch: int  # maxOffsetsPerTrigger of every source but global tables
+    trigger: str  # available-now or processing-time
+    windowed: bool = False  # a windowed aggregation: its late records are compared too
+
+    def manifest(self) -> str:
+        doc = {
+            "apiVersion": "streamapp.io/v1alpha1",
+            "kind": "StreamApp",
+            "metadata": {"name": f"fuzz-{self.seed}"},
+            "spec": {"topology": {"defaults": {"keySerde": "string", "valueSerde": "string"},
+                                  "streams": self.streams}},
+        }  # fmt: skip
+        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+    def describe(self) -> str:
+        """The case as a reader wants it in a report: the seed, how it ran, the steps."""
+        head = (
+            f"seed {self.seed} ({self.family}): {self.partitions} partition(s), maxOffsetsPerTrigger "
+            f"{self.batch}, {self.trigger} trigger, inputs of {[len(i) for i in self.inputs]} records"
+        )
+        return head + "\n" + yaml.safe_dump(self.streams, sort_keys=False, allow_unicode=True)
+
+
+_TYPES = {"bigint": "long"}
+_READS_KEY = re.compile(r"\bkey\b")
+_FUNCTION = re.compile(r"[\w.]+:[\w.]+")  # a Python function's import path, not an expression
+
+
+class Vocab:
+    """The oracle's vocabulary, by role and input type."""
+
+    def __init__(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        self._by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for entry in entries:
+            if _FUNCTION.fullmatch(entry["text"]):
+                continue  # Python functions: the draws below name the few they use
+            # The table names types as Spark does (bigint); serdes say long. No input type: any.
+            e = {**entry, "returns": _TYPES.get(entry["returns"], entry["returns"])}
+            for kind in [_TYPES.get(e["in"], e["in"])] if e["in"] else ["string", "long"]:
+                self._by.setdefault((e["role"], kind), []).append(e)
+        self.texts = {e["text"] for e in entries}
+
+    def pick(
+        self,
+        rng: random.Random,
+        role: str,
+        kind: str = "string",
+        returns: str | None = None,
+        *,
+        reads_key: bool = True,
+    ) -> Mapping[str, Any]:
+        options = [
+            e
+            for e in self._by.get((role, kind), [])
+            if (returns is None or e["returns"] == returns)
+            and (reads_key or not _READS_KEY.search(e["text"]))
+        ]
+        if not options:
+            raise LookupError(f"the vocabulary has no {role} over {kind} values returning {returns}")
+        return rng.choice(sorted(options, key=lambda e: e["text"]))
+
+    def has(self, text: str) -> bool:
+        return text in self.texts
+
+
+# -- input -----------------------------------------------------------------------------------------
+
+
+def records(
+    rng: random.Random, n: int, *, grace: int = 5_000, keys: Sequence[str] = KEYS
+) -> list[admin.Record]:
+    """``n`` records: keys skewed toward one hot key, 6 % null keys, 8 % null values (tombstones
+    for a table), decimal digits as values; timestamps that advance 0-2.5 s in quarter seconds
+    (0 often: equal timestamps), some out of order within ``grace`` and some far beyond it. A key
+    goes where Kafka's default partitioner puts it; a null key anywhere."""
+    weights = [rng.choice((1, 1, 2, 8)) for _ in keys]
+    clock = T0 + 1_000 * rng.randrange(10)
+    out = []
+    for _ in range(n):
+        clock += 250 * rng.choice((0, 0, 1, 2, 4, 6, 10))
+        roll = rng.random()
+        back = (
+            250 * rng.randrange(grace // 250 + 2)  # around the grace limit, on it now and then
+            if roll < 0.15
+            else 250 * rng.randrange(60, 161)  # 15-40 s: beyond every grace
+            if roll < 0.2
+            else 0
+        )
+        key = None if rng.random() < 0.06 else rng.choices(keys, weights)[0]
+        value = None if rng.random() < 0.08 else str(rng.randrange(10))
+        out.append(
+            admin.Record(
+                key=None if key is None else key.encode(),
+                value=None if value is None else value.encode(),
+                timestamp=max(T0, clock - back),
+                partition=None,
+            )
+        )
+    return out
+
+
+# -- topology ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Chain:
+    """A stream being drawn: its steps and what its records are now."""
+
+    steps: list[dict[str, Any]]
+    value: str = "string"  # the value's type: string or long
+    rekeyed: bool = False  # a key change since the source (a stateful step repartitions)
+
+
+def _logic(entry: Mapping[str, Any]) -> str:
+    return str(entry["text"])
+
+
+def _stateless(rng: random.Random, vocab: Vocab, chain: _Chain, n: int, *, keys: bool = True) -> None:
+    """Up to ``n`` stateless steps onto ``chain`` (key changes only if ``keys``)."""
+    for _ in range(rng.randrange(n + 1)):
+        kinds = ["filter", "filterNot", "mapValues"]
+        if chain.value == "string":
+            kinds += ["flatMapValues"]
+            if keys:
+                kinds += ["selectKey", "map", "flatMap", "repartition"]
+        kind = rng.choice(kinds)
+        if kind in ("filter", "filterNot"):
+            chain.steps.append({kind: _logic(vocab.pick(rng, "predicate", chain.value))})
+        elif kind == "mapValues":
+            entry = vocab.pick(rng, "value", chain.value)
+            chain.steps.append({"mapValues": _logic(entry)})
+            chain.value = entry["returns"]
+        elif kind == "flatMapValues":
+            chain.steps.append({"flatMapValues": _logic(vocab.pick(rng, "values", chain.value))})
+        elif kind == "selectKey":
+            chain.steps.append({"selectKey": _logic(vocab.pick(rng, "key", chain.value))})
+            chain.rekeyed = True
+        elif kind == "map":
+            value = vocab.pick(rng, "value", chain.value, returns="string")
+            chain.steps.append(
+                {"map": {"key": _logic(vocab.pick(rng, "key", chain.value)), "value": _logic(value)}}
+            )
+            chain.rekeyed = True
+        elif kind == "flatMap":
+            chain.steps.append({"flatMap": _logic(vocab.pick(rng, "pairs", chain.value))})
+            chain.rekeyed = True
+        else:
+            chain.steps.append({"repartition": {}})
+            chain.rekeyed = True  # a repartition topic: its order depends on the upstream tasks
+
+
+def _windows(
+    rng: random.Random, kinds: Sequence[str] = ("tumbling", "hopping", "sliding", "session")
+) -> dict[str, Any]:
+    kind = rng.choice(kinds)
+    spec: dict[str, Any] = {
+        "tumbling": {"tumbling": rng.choice(("5s", "10s"))},
+        "hopping": {"hopping": {"size": "10s", "advance": rng.choice(("3s", "4s", "5s"))}},
+        "sliding": {"sliding": rng.choice(("4s", "6s"))},
+        "session": {"session": rng.choice(("2s", "3s"))},
+    }[kind]
+    spec["grace"] = rng.choice(("0s", "2s", "5s"))
+    return spec
+
+
+def _aggregation(
+    rng: random.Random, vocab: Vocab, chain: _Chain, *, table: bool, windowed: bool, reduce: bool = True
+) -> str:
+    """An aggregation onto a grouped ``chain``; returns the output value serde. A windowed reduce
+    (only if ``reduce``) gets a null-value filter in front of its grouping. Session windows take
+    no Python aggregator: Kafka Streams needs a session merger, which a manifest does not give."""
+    session = windowed and "session" in chain.steps[-1]["windowedBy"]
+    ops = ["count", "sum", *(["functions"] if not session else []), *(["reduce"] if reduce else [])]
+    op = rng.choice(ops if chain.value == "string" else ["count", "sum"])
+    if op == "count":
+        chain.steps.append({"count": {}})
+        return "long"
+    if op == "sum":
+        expr = vocab.pick(rng, "value", chain.value, returns="long")
+        chain.steps.append({"aggregate": {"fn": "sum", "expr": _logic(expr)}})
+        return "long"
+    if op == "functions":
+        spec = {"initializer": "conformance_functions:zero", "adder": "conformance_functions:add",
+                "returns": "bigint"}  # fmt: skip
+        if table:
+            spec["subtractor"] = "conformance_functions:subtract"
+        chain.steps.append({"aggregate": spec})
+        return "long"
+    if table:
+        chain.steps.append({"reduce": {"reducer": "conformance_functions:sum_text",
+                                       "subtractor": "conformance_functions:minus_text"}})  # fmt: skip
+    else:
+        if windowed:  # a windowed reduce hands null values to the reducer, as Kafka Streams does
+            chain.steps.insert(-2, {"filter": "value is not null"})
+        chain.steps.append({"reduce": {"reducer": "conformance_functions:keep_larger"}})
+    return "string"
+
+
+def _tail(rng: random.Random, vocab: Vocab, chain: _Chain, serde: str, *, windowed: bool = False) -> str:
+    """toStream, maybe one value step, and the sink; returns the sink's value serde. (A windowed
+    key is a struct in StreamApp: no step after a windowed table reads it.)"""
+    chain.steps.append({"toStream": {}})
+    if rng.random() < 0.3:
+        entry = vocab.pick(rng, "value", serde, reads_key=not windowed)
+        chain.steps.append({"mapValues": _logic(entry)})
+        serde = entry["returns"]
+    chain.steps.append({"to": {"topic": "out", "valueSerde": serde}})
+    return serde
+
+
+def case(seed: int, vocab: Vocab, family: str | None = None) -> Case:
+    """The case ``seed`` gives (its family too, unless ``family`` is given)."""
+    rng = random.Random(seed)
+    family = family or FAMILIES[seed % len(FAMILIES)]  # consecutive seeds cover every family
+    draw = {
+        "stateless": _draw_stateless,
+        "table": _draw_table,
+        "aggregate": _draw_aggregate,
+        "windowed": _draw_windowed,
+        "join": _draw_join,
+        "cogroup": _draw_cogroup,
+    }[family]
+    streams, mode, serde, inputs, rekeyed, windowed = draw(rng, vocab)
+    partitions = 1 if rekeyed else rng.randrange(1, 5)
+    return Case(
+        seed=seed,
+        family=family,
+        streams=streams,
+        inputs=[records(rng, rng.randrange(30, 121)) for _ in range(inputs)],
+        partitions=partitions,
+        mode=mode,
+        value_serde=serde,
+        batch=rng.choice((7, 19, 45, 1000)),
+        trigger=rng.choice(TRIGGERS),
+        windowed=windowed,
+    )
+
+
+_Drawn = tuple[list[dict[str, Any]], str, str, int, bool, bool]
+
+
+def _draw_stateless(rng: random.Random, vocab: Vocab) -> _Drawn:
+    chain = _Chain([])
+    streams: list[dict[str, Any]] = []
+    inputs = 1
+    if rng.random() < 0.3:
+        streams.append({"name": "second", "from": {"topic": "in1"}})
+        inputs = 2
+    _stateless(rng, vocab, chain, 2)
+    if inputs == 2 and chain.value == "string":
+        chain.steps.append({"merge": ["second"]})
+    _stateless(rng, vocab, chain, 3)
+    chain.steps.append({"to": {"topic": "out", "valueSerde": chain.value}})
+    streams.append({"from": {"topic": "in0"}, "steps": chain.steps})
+    return streams, "stream", chain.value, inputs, False, False
+
+
+def _draw_table(rng: random.Random, vocab: Vocab) -> _Drawn:
+    chain = _Chain([])
+    if rng.random() < 0.5:
+        source: dict[str, Any] = {"topic": "in0", "as": "table"}
+    else:
+        source = {"topic": "in0"}
+        _stateless(rng, vocab, chain, 2, keys=False)
+        chain.steps.append({"toTable": {}})
+    for _ in range(rng.randrange(3)):
+        kind = rng.choice(("filter", "filterNot", "mapValues"))
+        if kind == "mapValues":
+            entry = vocab.pick(rng, "value", chain.value)
+            chain.steps.append({"mapValues": _logic(entry)})
+            chain.value = entry["returns"]
+        else:
+            chain.steps.append({kind: _logic(vocab.pick(rng, "predicate", chain.value))})
+    chain.steps.append({"toStream": {}})
+    chain.steps.append({"to": {"topic": "out", "valueSerde": chain.value}})
+    return [{"from": source, "steps": chain.steps}], "table", chain.value, 1, False, False
+
+
+def _group(rng: random.Random, vocab: Vocab, chain: _Chain) -> None:
+    if chain.value == "string" and rng.random() < 0.4:
+        chain.steps.append({"groupBy": _logic(vocab.pick(rng, "key", "string"))})
+        chain.rekeyed = True
+    else:
+        chain.steps.append({"groupByKey": {}})
+
+
+def _draw_aggregate(rng: random.Random, vocab: Vocab) -> _Drawn:
+    chain = _Chain([])
+    if rng.random() < 0.3:  # a table re-grouped: adder and subtractor
+        chain.steps.append({"groupBy": _logic(vocab.pick(rng, "key", "string"))})
+        serde = _aggregation(rng, vocab, chain, table=True, windowed=False)
+        serde = _tail(rng, vocab, chain, serde)
+        return (
+            [{"from": {"topic": "in0", "as": "table"}, "steps": chain.steps}],
+            "table",
+            serde,
+            1,
+            True,
+            False,
+        )
+    _stateless(rng, vocab, chain, 2)
+    _group(rng, vocab, chain)
+    serde = _aggregation(rng, vocab, chain, table=False, windowed=False)
+    serde = _tail(rng, vocab, chain, serde)
+    return [{"from": {"topic": "in0"}, "steps": chain.steps}], "table", serde, 1, chain.rekeyed, False
+
+
+def _draw_windowed(rng: random.Random, vocab: Vocab) -> _Drawn:
+    chain = _Chain([])
+    if rng.random() < 0.3:  # emit final: divergences.final_model needs every record to reach the window
+        if rng.random() < 0.5:
+            chain.steps.append({"mapValues": _logic(vocab.pick(rng, "value", "string", returns="string"))})
+        chain.steps.append({"groupByKey": {}})
+        chain.steps.append({"windowedBy": {**_windows(rng), "emit": "final"}})
+        serde = _aggregation(rng, vocab, chain, table=False, windowed=True, reduce=False)
+        serde = _tail(rng, vocab, chain, serde, windowed=True)
+        return [{"from": {"topic": "in0"}, "steps": chain.steps}], "stream", serde, 1, False, True
+    _stateless(rng, vocab, chain, 1)
+    _group(rng, vocab, chain)
+    chain.steps.append({"windowedBy": _windows(rng)})
+    serde = _aggregation(rng, vocab, chain, table=False, windowed=True)
+    mode = "table"
+    if rng.random() < 0.35:
+        chain.steps.append({"suppress": "untilWindowCloses"})
+        mode = "stream"
+    serde = _tail(rng, vocab, chain, serde, windowed=True)
+    return [{"from": {"topic": "in0"}, "steps": chain.steps}], mode, serde, 1, chain.rekeyed, True
+
+
+def _draw_join(rng: random.Random, vocab: Vocab) -> _Drawn:
+    kind = rng.choice(("stream-table", "stream-stream", "table-table", "fk", "global"))
+    op = rng.choice(
+        ("join", "leftJoin", "outerJoin")
+        if kind in ("stream-stream", "table-table")
+        else ("join", "leftJoin")
+    )
+    joiner = _logic(vocab.pick(rng, "joiner", "string"))
+    spec: dict[str, Any] = {"with": "right", "joiner": joiner}
+    left = _Chain([])
+    right_source: dict[str, Any] = {"topic": "in1", "as": "table"}
+    left_source: dict[str, Any] = {"topic": "in0"}
+    mode = "stream"
+    if kind == "stream-table":
+        _stateless(rng, vocab, left, 2)
+        if left.value != "string":
+            left.steps.append({"mapValues": "cast(value as string)"})
+            left.value = "string"
+    elif kind == "stream-stream":
+        _stateless(rng, vocab, left, 1)
+        if left.value != "string":
+            left.steps.append({"mapValues": "cast(value as string)"})
+            left.value = "string"
+        right_source = {"topic": "in1"}
+        difference = rng.choice((1, 2, 3))
+        windows: dict[str, Any] = {
+            "timeDifference": f"{difference}s",
+            "grace": rng.choice(("0s", "2s", "5s")),
+        }
+        if rng.random() < 0.3:
+            windows = {
+                "before": f"{difference}s",
+                "after": f"{rng.choice((0, 1, 4))}s",
+                "grace": windows["grace"],
+            }
+        spec["windows"] = windows
+    elif kind == "global":
+        right_source = {"topic": "in1", "as": "globalTable"}
+        spec["key"] = _logic(vocab.pick(rng, "key", "string"))
+    else:
+        left_source = {"topic": "in0", "as": "table"}
+        mode = "table"
+        if kind == "fk":
+            spec["foreignKey"] = _logic(vocab.pick(rng, "foreignKey", "string"))
+    left.steps.append({op: spec})
+    if mode == "table":
+        left.steps.append({"toStream": {}})
+    left.steps.append({"to": {"topic": "out"}})
+    streams = [{"name": "right", "from": right_source}, {"from": left_source, "steps": left.steps}]
+    return streams, mode, "string", 2, left.rekeyed, False
+
+
+def _draw_cogroup(rng: random.Random, vocab: Vocab) -> _Drawn:
+    windowed = rng.random() < 0.5
+    steps: list[dict[str, Any]] = [{"groupByKey": {}}]
+    if windowed:
+        steps.append({"windowedBy": _windows(rng, ("tumbling", "hopping", "sliding"))})  # no session merger
+    steps.append({"cogroup": {
+        "adder": "conformance_functions:add",
+        "with": [{"stream": "second", "adder": "conformance_functions:add_tenfold"}],
+        "initializer": "conformance_functions:zero", "returns": "bigint"}})  # fmt: skip
+    serde = _tail(rng, vocab, _Chain(steps, value="long"), "long", windowed=windowed)
+    streams = [
+        {"name": "second", "from": {"topic": "in1"}, "steps": [{"groupByKey": {}}]},
+        {"from": {"topic": "in0"}, "steps": steps},
+    ]
+    return streams, "table", serde, 2, False, windowed
