@@ -311,7 +311,9 @@ class Step(_Model):
         default=None, description="A function called on records; passes them on."
     )
     merge: list[str] | None = pydantic.Field(default=None, description="Streams merged into this one.")
-    repartition: RepartitionSpec | None = pydantic.Field(default=None, description="Shuffle by key.")
+    repartition: RepartitionSpec | None = pydantic.Field(
+        default=None, description="Shuffle by key (records with a null key are dropped, as in Kafka Streams)."
+    )
     split: SplitSpec | None = pydantic.Field(default=None, description="Named branches; ends this stream.")
     to: ToSpec | str | None = pydantic.Field(default=None, description="Write to a topic; ends this stream.")
     print: PrintSpec | None = pydantic.Field(default=None, description="Print records; ends this stream.")

@@ -60,6 +60,9 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
             node.windows is not None
             or (isinstance(node, nd.Aggregate) and node.fn is None)
             or topology.kind(node.parents[0]) == graph.GROUPED_TABLE
+            # A merge of topics: Spark's aggregation would fold each micro-batch's share of every
+            # topic at once, not in Kafka Streams' order across them (ops._merged_aggregate).
+            or len(source_topics(topology, node)) > 1
         )
     return False
 

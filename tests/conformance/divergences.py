@@ -36,13 +36,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from streamapp.runtime.topology import graph
 from streamapp.runtime.topology import nodes as nd
 
-__all__ = ["Input", "final_model", "hidden_final_windows", "task_order"]
+__all__ = ["Input", "final_model", "hidden_final_windows", "sliding_suppress_model", "task_order"]
 
 #: (key, value, timestamp, partition) of one input record, as compare.read_all gives them.
 Input = tuple[Any, Any, int, int]
@@ -140,6 +141,25 @@ def final_model(
         return None
     (node,) = finals
     assert node.windows is not None
+    tasks = _reaching(topology, node, inputs, drop_null_values=node.windows.kind == "sliding")
+    spec = dataclasses.asdict(node.windows)
+    cache: dict[str, bool] = {}
+
+    def hidden(rec: Any) -> bool:
+        name = rec[0]
+        if name not in cache:
+            cache[name] = bool(hidden_final_windows(spec, tasks, [name], t0=t0))
+        return cache[name]
+
+    return hidden
+
+
+def _reaching(
+    topology: graph.Topology, node: nd.Node, inputs: Mapping[str, Sequence[Input]], *, drop_null_values: bool
+) -> dict[int, list[Input]]:
+    """The records that reach the aggregation ``node``, per task, in processing order (keys as
+    the windowed output writes them). Raises when something in front of it could drop or re-time
+    records: the models need exactly the records that reach it."""
     topics: list[str] = []
     serde = "string"
     pending = list(node.parents)
@@ -154,29 +174,67 @@ def final_model(
             pending += parent.parents
         else:
             raise ValueError(
-                f"the emit-final model does not know what {parent.op} ({parent.name}) lets through"
+                f"the divergence models do not know what {parent.op} ({parent.name}) lets through"
             )
-    sliding = node.windows.kind == "sliding"
 
     def key(raw: bytes) -> str:
         return str(int.from_bytes(raw, "big", signed=True)) if serde == "long" else raw.decode()
 
-    reaching = [
+    return task_order(
         [
-            (key(r[0]), r[1], r[2], r[3])
-            for r in inputs[t]
-            if r[0] is not None and not (sliding and r[1] is None)
+            [
+                (key(r[0]), r[1], r[2], r[3])
+                for r in inputs[t]
+                if r[0] is not None and not (drop_null_values and r[1] is None)
+            ]
+            for t in topics
         ]
-        for t in topics
-    ]
-    tasks = task_order(reaching)
-    spec = dataclasses.asdict(node.windows)
-    cache: dict[str, bool] = {}
+    )
 
-    def hidden(rec: Any) -> bool:
-        name = rec[0]
-        if name not in cache:
-            cache[name] = bool(hidden_final_windows(spec, tasks, [name], t0=t0))
-        return cache[name]
 
-    return hidden
+def sliding_suppress_model(
+    topology: graph.Topology, inputs: Mapping[str, Sequence[Input]], *, t0: int = 0
+) -> list[tuple[str, int, int]]:
+    """The records Kafka Streams' ``suppress(untilWindowCloses)`` emits early for sliding windows,
+    as (windowed key, count, timestamp - t0); [] without a suppressed sliding-window count.
+
+    Sliding windows include their end, and a window still accepts a record while stream time is
+    exactly end + grace; Kafka Streams' suppression buffer emits a window once stream time
+    reaches end + grace. So a record at that stream time that still falls in an emitted window
+    updates it and the buffer emits it again: the window comes out twice or more (conformance
+    slidingSuppress, key d: 4 then 5). StreamApp emits each window once, with its last value;
+    the model gives the earlier ones, from the records that reach the aggregation (each task's
+    in processing order; stream time is the running maximum, as the first record at end + grace
+    is the one that moves the buffer's time there)."""
+    (node,) = [n for n in topology.nodes if isinstance(n, nd.Suppress)] or [None]
+    if node is None:
+        return []
+    agg = topology.node(node.parents[0])
+    assert isinstance(agg, nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup) and agg.windows is not None
+    if agg.windows.kind != "sliding":
+        return []
+    if not isinstance(agg, nd.Count):
+        raise ValueError("the sliding-suppress model gives counts only")
+    tasks = _reaching(topology, agg, inputs, drop_null_values=True)
+    size, grace = agg.windows.size, agg.windows.grace
+    early = []
+    for records in tasks.values():
+        times = [r[2] - t0 for r in records]
+        stream = list(itertools.accumulate(times, max))
+        by_key: dict[Any, list[int]] = collections.defaultdict(list)
+        for n, r in enumerate(records):
+            by_key[r[0]].append(n)
+        for key, positions in by_key.items():
+            for start in sorted({times[n] - size for n in positions} | {times[n] + 1 for n in positions}):
+                end = start + size
+                inside = [n for n in positions if start <= times[n] <= end]
+                closing = next((n for n, t in enumerate(stream) if t >= end + grace), None)
+                if not inside or closing is None:
+                    continue
+                counted = [n for n in inside if n < closing or (n == closing and stream[n] == end + grace)]
+                later = [n for n in inside if n > closing and stream[n] == end + grace]
+                if counted and later:
+                    emitted = [counted, *[[m for m in inside if m <= n] for n in later[:-1]]]
+                    for ns in emitted:
+                        early.append((f"{key}@{start + t0}/{end + t0}", len(ns), max(times[m] for m in ns)))
+    return early

@@ -10,6 +10,7 @@ and the results must be equal, row by row.
 from __future__ import annotations
 
 import importlib
+import inspect
 import itertools
 import pathlib
 import re
@@ -76,13 +77,16 @@ def _python(entry: dict[str, Any], rows: list[dict[str, Any]]) -> list[Any]:
     function = getattr(importlib.import_module(module), name)
     role = entry["role"]
     vectorized = "Series" in str(getattr(function, "__annotations__", {}).get("return", ""))
+    arity = len(inspect.signature(function).parameters)
     out = []
     for r in rows:
         try:
             if vectorized:  # a pandas UDF (join_udfs): one row as Series of one element
                 import pandas as pd
 
-                result = function(*(pd.Series([r[c]], dtype=object) for c in ("key", "value", "other")))[0]
+                # (value), (key, value) or (key, value, other), by the function's parameters
+                columns = ("value",) if arity == 1 else ("key", "value", "other")[:arity]
+                result = function(*(pd.Series([r[c]], dtype=object) for c in columns))[0]
                 out.append(None if pd.isna(result) else result)
             elif role == "initializer":
                 out.append(function())

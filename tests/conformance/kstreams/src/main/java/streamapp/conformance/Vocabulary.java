@@ -184,7 +184,8 @@ public final class Vocabulary {
       fn(REDUCER, STRING, "conformance_functions:keep_larger", STRING, (k, v, agg) -> Sql.pyInt(v).compareTo(Sql.pyInt(agg)) > 0 ? v : agg),
       fn(REDUCER, STRING, "conformance_functions:sum_text", STRING, (k, v, agg) -> Sql.pyInt(agg).add(Sql.pyInt(v)).toString()),
       fn(REDUCER, STRING, "conformance_functions:minus_text", STRING, (k, v, agg) -> Sql.pyInt(agg).subtract(Sql.pyInt(v)).toString()),
-      fn(JOINER, STRING, "join_udfs:describe_view", STRING, (k, l, r) -> describeView(k, l, r)));
+      fn(JOINER, STRING, "join_udfs:describe_view", STRING, (k, l, r) -> describeView(k, l, r)),
+      fn(FOREIGN_KEY, STRING, "join_udfs:customer_of", STRING, (k, v, o) -> customerOf(v)));
   // @formatter:on
 
   private static final Map<String, Entry> BY_TEXT = new LinkedHashMap<>();
@@ -207,6 +208,16 @@ public final class Vocabulary {
     }
     String[] pieces = Sql.pySplit(left.toString(), "|");
     return pieces.length < 2 ? null : Sql.concat(key, ":", pieces[1], "@", Sql.coalesce(right, "-"));
+  }
+
+  /** join_udfs.customer_of, a pandas function of the value: what precedes the first ':', null
+   * when that is empty (or the value is null). */
+  private static String customerOf(Object value) {
+    if (value == null) {
+      return null;
+    }
+    String first = value.toString().split(":", -1)[0];
+    return first.isEmpty() ? null : first;
   }
 
   /** The entry for a logic text (an expression or a function reference), or null. */
