@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import pathlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import compare
@@ -40,7 +40,9 @@ class Outcome:
     refused: str | None = None  # the oracle could not build it: a gap in the oracle, reported
 
 
-def _topology(case: randomized.Case, topics: dict[str, str], *, batch: bool) -> graph.Topology:
+def topology(case: randomized.Case, topics: dict[str, str], *, batch: bool) -> graph.Topology:
+    """The case's topology on ``topics`` (logical in0 … out renamed); ``batch``: with its
+    ``maxOffsetsPerTrigger`` on every source but global tables."""
     streams = copy.deepcopy(case.streams)
     if batch:
         for stream in streams:
@@ -83,7 +85,7 @@ def run_round(
     ks = oracle.OracleRun(
         bootstrap,
         work / "kstreams",
-        [(f"fuzz-{uid}-{c.seed}", _topology(c, topics(c, 0), batch=False)) for c in cases],
+        [(f"fuzz-{uid}-{c.seed}", topology(c, topics(c, 0), batch=False)) for c in cases],
     )
     try:
         ours: dict[int, tuple[int, int, str | None]] = {}
@@ -133,11 +135,11 @@ def run_round(
             continue
         mine = compare.decode(records[outs[c.seed][1]], c.value_serde, randomized.T0)
         other = compare.decode(records[outs[c.seed][0]], c.value_serde, randomized.T0)
-        topology = _topology(c, {}, batch=False)
+        built = topology(c, {}, batch=False)
         received = {f"in{i}": records[t] for i, t in enumerate(ins[c.seed])}
-        model = divergences.final_model(topology, received)
-        early = divergences.sliding_suppress_model(topology, received, t0=randomized.T0)
-        updates = compare.updates_deterministic(topology, c.partitions)
+        model = divergences.final_model(built, received)
+        early = divergences.sliding_suppress_model(built, received, t0=randomized.T0)
+        updates = compare.updates_deterministic(built, c.partitions)
         lines = compare.compare(c.mode, mine, other, extra=model, missing=early, updates=updates)
         if c.windowed and late != result.dropped:
             lines.append(f"late records dropped: StreamApp {late}, Kafka Streams {result.dropped}")
@@ -149,7 +151,7 @@ def _run_streamapp(
     spark: SparkSession,
     bootstrap: str,
     cases: Sequence[randomized.Case],
-    topics: object,
+    topics: Callable[[randomized.Case, int], dict[str, str]],
     trigger: str,
     checkpoint: pathlib.Path,
 ) -> dict[int, tuple[int, int, str | None]]:
@@ -160,9 +162,9 @@ def _run_streamapp(
     nodes: list[graph.Node] = []
     first = None
     for c in cases:
-        topology = _topology(c, topics(c, 1), batch=True)  # type: ignore[operator]
-        first = first or topology
-        nodes += _prefixed(topology, f"C{c.seed}-")
+        built = topology(c, topics(c, 1), batch=True)
+        first = first or built
+        nodes += _prefixed(built, f"C{c.seed}-")
     assert first is not None
     merged = dataclasses.replace(first, nodes=tuple(nodes))
     config = StreamsConfig(
