@@ -60,8 +60,11 @@ def _variants(case: randomized.Case, first_id: int) -> list[randomized.Case]:
                 streams = copy.deepcopy(case.streams)
                 del streams[s]["steps"][k]
                 add(streams=streams)
-    if case.partitions > 1:
-        add(partitions=1)
+    if case.partitions > 1:  # a null key's drawn partition becomes the one there is
+        one = [
+            [dataclasses.replace(r, partition=0 if r.key is None else None) for r in rs] for rs in case.inputs
+        ]
+        add(partitions=1, inputs=one)
     built = []
     for v in out:
         try:
@@ -101,7 +104,9 @@ def as_scenario(case: randomized.Case) -> str:
     body = "".join(f"      {line}\n" for line in streams.splitlines())
     rows = [
         ", ".join(
-            f"admin.Record({r.key!r}, {r.value!r}, timestamp=T0 + {r.timestamp - randomized.T0})"
+            f"admin.Record({r.key!r}, {r.value!r}, timestamp=T0 + {r.timestamp - randomized.T0}"
+            + ("" if r.partition is None else f", partition={r.partition}")
+            + ")"
             for r in records
         )
         for records in case.inputs

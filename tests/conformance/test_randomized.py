@@ -66,6 +66,7 @@ def test_random_topologies_agree_with_kafka_streams(
     report = [summary]
     for o in failed:
         report.append(f"\n--- {o.case.describe()}" + "\n".join(o.mismatches[:20]))
+    print("\n".join(report), flush=True)  # before shrinking, which may take minutes
     for o in failed[: 3 if fuzz else 1]:  # shrinking runs both engines again, round after round
         small, lines = shrink.shrink(spark, kafka_bootstrap, o.case, tmp_path / f"shrink-{o.case.seed}",
                                      budget_s=600 if fuzz else 300)  # fmt: skip

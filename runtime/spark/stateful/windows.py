@@ -115,8 +115,7 @@ def process(
         state["seq"] += 1
         step(spec, agg, state, batch, key, value, ts, stream_time, (partition, offset))
         state["t"] = stream_time
-        # Close per record, as Kafka Streams does: a closed session can still be merged into a
-        # later one, so closing only at the end of a batch would make output depend on batches.
+        # Close per record, as Kafka Streams does (the state a closed window leaves is gone at once).
         finals += _close(spec, agg, state, emit)
     out: list[Out] = list(batch.late)
     if emit == "updates":
@@ -275,7 +274,7 @@ def _session(
     gap = spec.size
     sessions: list[list[Any]] = state["s"].setdefault(key, [])
     merging = [
-        s for s in sessions if s[1] >= ts - gap and s[0] <= ts + gap and _kept(spec, s[1], stream_time)
+        s for s in sessions if s[1] >= ts - gap and s[0] <= ts + gap and _kept(spec, s[1], state.get("t"))
     ]
     start = min([ts, *(s[0] for s in merging)])
     end = max([ts, *(s[1] for s in merging)])
@@ -298,10 +297,11 @@ def _session(
     batch.update((key, start, end), agg.result(result), end)
 
 
-def _kept(spec: Windows, end: int, now: int) -> bool:
-    """Whether a session ending at ``end`` is still kept at stream time ``now``: a closed session
-    still merges with an in-time record within ``gap`` (Kafka keeps it in its store)."""
-    return end >= now - spec.grace - 2 * spec.size
+def _kept(spec: Windows, end: int, now: int | None) -> bool:
+    """Whether a record may still merge a session ending at ``end`` when the stream time before it
+    is ``now``: Kafka Streams' session store retains gap + grace, and a fetch skips what ends
+    before ``now - retention + 1`` (so a closed session never merges)."""
+    return now is None or end >= now - spec.grace - spec.size + 1
 
 
 def _key_order(key: Any) -> tuple[int, Any]:

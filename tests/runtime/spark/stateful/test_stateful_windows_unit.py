@@ -104,6 +104,19 @@ def test_session_merges_when_a_bridging_record_arrives() -> None:
     assert _late(out) == [(2_000, 2_000, 2_000)]
 
 
+@pytest.mark.parametrize("emit", windows.EMITS)
+def test_a_session_past_the_store_retention_does_not_merge(emit: str) -> None:
+    # Kafka Streams' session store keeps gap + grace = 2 s: after 22.5 s, a fetch skips sessions
+    # ending before 22.5 - 2 + 0.001 s. [20, 20] is one of them: 20.75 s (in time: its session
+    # ends after 22.5 - 0 - 2) merges [22.5, 22.5] only; [20.6, 20.6] (0.1 s later) still merges.
+    # 40 s closes them all (emit final).
+    spec = Windows.session(2_000, grace=0)
+    out = _run(spec, emit, [20_000, 22_500, 20_750, 40_000])
+    assert _table(out).items() - {((40_000, 40_000), 1)} == {((20_000, 20_000), 1), ((20_750, 22_500), 2)}
+    kept = _run(spec, emit, [20_600, 22_500, 20_750, 40_000])
+    assert _table(kept).items() - {((40_000, 40_000), 1)} == {((20_600, 22_500), 3)}
+
+
 @pytest.mark.parametrize(
     "spec",
     [

@@ -29,14 +29,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * TimeWindowAggregation}. A map state holds each record key's sessions (start, end, aggregate) in
  * RocksDB, so a micro-batch reads and writes only the keys its records have. The semantics are
  * {@code runtime/spark/stateful/windows.py}'s: a record merges every session of its key within the
- * inactivity gap (one still kept: {@code end >= stream time - grace - 2 * gap}, Kafka Streams'
- * store retention), the merged sessions' aggregates are merged (Kafka Streams' session merger)
- * and the record added; a merged session whose end is before {@code stream time - grace - gap}
- * drops the record ({@code late}). Emit updates: per batch and changed session its last value,
- * and a tombstone for every session merged into one of other bounds, in the order of last change.
- * Emit final: one row per session when the stream time passes {@code end + grace + gap}, in the
- * order Kafka Streams closes them (end, start, key) — also a session that closed before a later
- * record merged it, as closing per record would have emitted it.
+ * inactivity gap that its store still returns (Kafka Streams' session store retains gap + grace:
+ * a fetch skips sessions ending before {@code stream time before the record - gap - grace + 1}),
+ * the merged sessions' aggregates are merged (Kafka Streams' session merger) and the record
+ * added; a merged session whose end is before {@code stream time - grace - gap} drops the record
+ * ({@code late}). Emit updates: per batch and changed session its last value, and a tombstone for
+ * every session merged into one of other bounds, in the order of last change. Emit final: one row
+ * per session when the stream time passes {@code end + grace + gap}, in the order Kafka Streams
+ * closes them (end, start, key); a closed session is past the retention, so no record merges it.
  *
  * <p>Closing and forgetting sessions without reading the whole task: the keys are listed by the
  * bucket of their sessions' ends ({@link KeyedWindows.Listing}); a batch reads only the buckets
@@ -101,20 +101,15 @@ public final class SessionWindowAggregation {
       this.aggregator = aggregator;
       this.columns = new KeyedWindows.Columns(input);
       this.sessions = KeyedWindows.windows("sessions", List.of("start", "end"), aggregator);
-      // Listed by its end, a session is kept while the end is within grace + 2 gap of the
-      // stream time.
+      // Listed by its end in buckets of this width (a session is kept while it may merge or close:
+      // its end within grace + gap of the stream time).
       this.span = grace + 2 * gap + 1;
       this.listing = listing;
     }
 
-    /** The stream time at which a session ending at {@code end} closes (emit final). */
-    long threshold(long end) {
-      return end + grace + gap + 1;
-    }
-
-    /** The earliest end of a session still kept at stream time {@code now} (it may merge). */
+    /** The earliest end of a session a record may merge at stream time {@code now} (before it). */
     long horizon(long now) {
-      return now - grace - 2 * gap;
+      return now == Long.MIN_VALUE ? Long.MIN_VALUE : now - grace - gap + 1;
     }
   }
 
@@ -191,7 +186,7 @@ public final class SessionWindowAggregation {
         List<Session> list = batch.of(k);
         long start = ts;
         long end = ts;
-        long horizon = spec.horizon(streamTime);
+        long horizon = spec.horizon(previous);
         List<Session> merging = new ArrayList<>(2);
         for (Session s : list) {
           if (s.end >= ts - spec.gap && s.start <= ts + spec.gap && s.end >= horizon) {
@@ -211,17 +206,8 @@ public final class SessionWindowAggregation {
           list.remove(s);
           agg.merge(slot, s.slot);
           listed |= listing.bucket(s.end) == listing.bucket(end);
-          if (s.start == start && s.end == end) {
-            continue;
-          }
-          if (!spec.emitFinal) {
+          if (!spec.emitFinal && (s.start != start || s.end != end)) {
             changed.put(new Span(k, s.start, s.end), null);
-          } else {
-            long closes = spec.threshold(s.end);
-            if (closes > before && closes <= previous) {
-              // Closed by an earlier record of this batch: emitted then, merged now.
-              finals.add(result(k, s, agg));
-            }
           }
         }
         agg.add(slot, r.get(c.value), ts);
@@ -265,7 +251,7 @@ public final class SessionWindowAggregation {
 
     /** Sessions the stream time closed since {@code before} (it passed end + grace + gap). */
     private List<Row> close(Sessions batch, long before, long now, TimeWindowAggregation.Aggregator agg) {
-      // Ends e with before < threshold(e) <= now.
+      // Ends e with before < e + grace + gap + 1 <= now.
       long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - spec.grace - spec.gap;
       long high = now - spec.grace - spec.gap - 1;
       List<Row> out = new ArrayList<>();
@@ -294,7 +280,8 @@ public final class SessionWindowAggregation {
      * slot (unless a later session of theirs is listed there).
      */
     private void forget(Sessions batch, long now) {
-      long horizon = spec.horizon(now);
+      // Before the next record's horizon, and closed: one ending at now - grace - gap closes later.
+      long horizon = now - spec.grace - spec.gap;
       for (long group : listing.before(horizon)) {
         for (Key k : listing.keys(group)) {
           boolean again = false;
