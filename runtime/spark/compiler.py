@@ -170,17 +170,36 @@ class _Compiler:
         dropped-records), so that the run summary and ``streamapp_records_dropped_total`` show them."""
         return self._dropping(node, frame, "key")
 
-    def _dropping(self, node: graph.Node, frame: frames.RecordFrame, column: str) -> frames.RecordFrame:
+    def _dropping(
+        self, node: graph.Node, frame: frames.RecordFrame, column: str, *, keep: bool = False
+    ) -> frames.RecordFrame:
         """``frame`` without the records whose ``column`` is null, counted as dropped at ``node``.
         A column whose type says it is never null (the words of ``explode(split(...))``) drops
         nothing, and is not observed: an observation costs every micro-batch an accumulator per
-        task and splits the stage's generated code."""
+        task and splits the stage's generated code. ``keep``: counted, but left for a merged
+        step to skip (:meth:`_merged`)."""
         if not frame.df.schema[column].nullable:
             return frame
         name = f"streamapp_dropped_{len(self.error_counts)}"
         self.error_counts[name] = ("dropped", (node.name,))
         observed = frame.df.observe(name, F.count_if(F.col(column).isNull()).alias("t0"))
-        return frames.RecordFrame(observed.where(F.col(column).isNotNull()))
+        return frames.RecordFrame(observed if keep else observed.where(F.col(column).isNotNull()))
+
+    def _merged(self, node: nd.Node) -> bool:
+        """Whether aggregation ``node``'s tasks each read a partition of several topics through the
+        merge frontier (a cogroup or merge without a key change). Such a step gets the records it
+        skips (null key or value) too: Kafka Streams orders a task's partitions by their head
+        records before its processors skip any, so a skipped record still decides which partition
+        goes next (the randomized suite, seed 5003)."""
+        if self.merge_frontier is None or any(self._rekeyed(self.topology.node(p)) for p in node.parents):
+            return False
+        return len(state.source_topics(self.topology, node)) > 1
+
+    def _feeds_merged(self, node: nd.Node) -> bool:
+        """Whether grouping ``node`` feeds only merged aggregations (:meth:`_merged`)."""
+        children = self.topology.children(node.name)
+        aggregations = (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)
+        return bool(children) and all(isinstance(c, aggregations) and self._merged(c) for c in children)
 
     def rekeyed(self, node: nd.Node) -> bool:
         return self._rekeyed(node)
@@ -290,25 +309,27 @@ class _Compiler:
         from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
 
         inputs = [self.frames[p] for p in node.parents]
-        if node.windows is None:
-            # Kafka Streams' KStreamAggregate skips a null value: no adder call, no timestamp.
-            # (The struct below is never null, so the aggregation could not tell afterwards.)
-            inputs = [frames.RecordFrame(f.df.where(F.col("value").isNotNull())) for f in inputs]
-        else:
+        # Kafka Streams' KStreamAggregate and KStreamSlidingWindowAggregate skip a null value (no
+        # adder call, no timestamp); time and session windows hand it to the adder. A skipped one
+        # has a null struct below, so that a merged step (:meth:`_merged`) can order, then skip it.
+        skips = node.windows is None or node.windows.kind == "sliding"
+        if node.windows is not None:
             inputs = [self._windowed_input(node, f) for f in inputs]
+        elif not self._merged(node):
+            inputs = [frames.RecordFrame(f.df.where(F.col("value").isNotNull())) for f in inputs]
         types = [f.df.schema["value"].dataType for f in inputs]
-        parts = [
-            f._with(
-                value=F.struct(
-                    F.lit(i).alias("src"),
-                    *[
-                        (F.col("value") if j == i else F.lit(None).cast(t)).alias(f"v{j}")
-                        for j, t in enumerate(types)
-                    ],
-                )
+
+        def tagged(i: int) -> Column:
+            value = F.struct(
+                F.lit(i).alias("src"),
+                *[
+                    (F.col("value") if j == i else F.lit(None).cast(t)).alias(f"v{j}")
+                    for j, t in enumerate(types)
+                ],
             )
-            for i, f in enumerate(inputs)
-        ]
+            return F.when(F.col("value").isNotNull(), value) if skips else value
+
+        parts = [f._with(value=tagged(i)) for i, f in enumerate(inputs)]
         aggregator = aggregation.cogroup(
             resolve_function(node.initializer.ref),
             [resolve_function(a.ref) for a in node.adders],
@@ -323,7 +344,9 @@ class _Compiler:
         value (and counts it in its dropped-records metric); time and session windows hand it to
         the aggregator."""
         assert node.windows is not None
-        return self._dropping(node, frame, "value") if node.windows.kind == "sliding" else frame
+        if node.windows.kind != "sliding":
+            return frame
+        return self._dropping(node, frame, "value", keep=self._merged(node))
 
     def _engine_aggregate(
         self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str
@@ -349,9 +372,9 @@ class _Compiler:
             )
         rekeyed = any(self._rekeyed(self.topology.node(p)) for p in node.parents)
         # One task reads a partition of each merged topic (a cogroup, a merge): the frontier orders them.
-        merged = (
-            self.merge_frontier if not rekeyed and len(state.source_topics(self.topology, node)) > 1 else None
-        )
+        merged = None
+        if self._merged(node):
+            merged = self.merge_frontier.over(state.source_topics(self.topology, node))
         if node.windows is None:
             return ops.aggregate(frame, aggregator, value=value, merged=merged)
         tasks = None
@@ -433,7 +456,7 @@ class _Compiler:
             parent = self._parent(node)
             grouped = parent.select_key(_logic(p)) if p else parent
             # Kafka Streams drops records whose grouping key is null (and counts them).
-            self.frames[node.name] = self._without_null_keys(node, grouped)
+            self.frames[node.name] = self._dropping(node, grouped, "key", keep=self._feeds_merged(node))
         elif op in ("count", "aggregate"):
             self.frames[node.name] = self._aggregate(node)
         elif op in ("split", "toStream", "suppress"):

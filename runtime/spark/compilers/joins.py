@@ -15,7 +15,7 @@ from typing import Any
 
 from streamapp.runtime.spark.compilers import context
 from streamapp.runtime.spark.frames import Logic, RecordFrame
-from streamapp.runtime.topology import graph, join_nodes, nodes
+from streamapp.runtime.topology import graph, join_nodes, nodes, state
 
 __all__ = ["COMPILERS", "compile_global_table", "compile_join", "direct"]
 
@@ -93,7 +93,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
         windows=node.windows,
         tasks=ctx.tasks(),
         late_counter=counter,
-        merged=ctx.merge_frontier,
+        merged=ctx.merge_frontier and ctx.merge_frontier.over(state.source_topics(ctx.topology, node)),
     )
 
 

@@ -73,12 +73,13 @@ class BlobProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is type
 
 def input_rows(frame: RecordFrame, value: str | None = None, *, topic: bool = False) -> DataFrame:
     """The columns a step reads: key, value, ts (epoch ms), partition, offset, sub (the source
-    partition's identity), and with ``topic`` the source topic; null keys dropped.
+    partition's identity), and with ``topic`` the source topic (a merged step, through the merge
+    frontier: null keys kept, for it to order and then skip); else null keys dropped.
 
     ``value`` is an optional SQL expression for the aggregated value (declarative YAML
     aggregations such as ``sum: "length(value)"``); by default the record's value.
     """
-    df = frame.df.where(F.col("key").isNotNull())
+    df = frame.df if topic else frame.df.where(F.col("key").isNotNull())
     partition = F.coalesce(F.col("partition"), F.lit(0)).cast("int")
     return df.select(
         "key",

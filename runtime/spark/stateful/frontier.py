@@ -33,7 +33,7 @@ import itertools
 import json
 import os
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -54,10 +54,18 @@ class Frontier:
 
     checkpoint: str
     client_config: tuple[tuple[str, str], ...]
+    #: The topics a task reads a partition of each (its task's partition number): set where a
+    #: step uses the frontier (:meth:`over`), so a partition none of whose records reached the
+    #: step yet is waited for too.
+    topics: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, checkpoint: str, client_config: Mapping[str, str]) -> Frontier:
         return cls(checkpoint, tuple(sorted(client_config.items())))
+
+    def over(self, topics: Iterable[str]) -> Frontier:
+        """This frontier for a step whose tasks read a partition of each of ``topics``."""
+        return dataclasses.replace(self, topics=tuple(sorted(topics)))
 
     def caught_up(self, topic: str, partition: int) -> bool:
         """Whether the broker has no record of ``topic``/``partition`` beyond this batch.
@@ -182,6 +190,7 @@ def take(
     held: pd.DataFrame | None,
     memory: dict[str, Any],
     caught_up: Callable[[str, int], bool],
+    topics: Iterable[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A task's records (``held`` from earlier batches, then ``batch``) split into those it
     processes now, in Kafka Streams' order, and those it holds back.
@@ -191,6 +200,8 @@ def take(
     place): ``subs``, every source partition it has seen, as (topic, partition), and ``last``, the
     one it took its latest record from. ``caught_up(topic, partition)`` asks whether a partition
     has no records beyond this batch (asked only when a dry partition would let another go first).
+    ``topics``: every topic the task reads its partition of — one whose records have all vanished
+    before the step so far (null keys, a filter) is waited for as one that ran dry.
 
     Timestamp ties are Kafka Streams' too: its ``PartitionGroup`` keeps the partitions in a
     priority queue by head timestamp, and a partition that just gave a record goes back in behind
@@ -202,18 +213,26 @@ def take(
     rows = rows.sort_values(["sub", "offset"], kind="stable", ignore_index=True)
     subs = rows["sub"].to_numpy()
     starts = [0, *(i for i in range(1, len(subs)) if subs[i] != subs[i - 1])] if len(subs) else []
-    topics, partitions = rows["topic"].to_numpy(), rows["partition"].to_numpy()
+    expected = tuple(topics)
+    topic_of, partitions = rows["topic"].to_numpy(), rows["partition"].to_numpy()
     for a in starts:
-        known[int(subs[a])] = (str(topics[a]), int(partitions[a]))
-    answers: dict[int, bool] = {}
+        known[int(subs[a])] = (str(topic_of[a]), int(partitions[a]))
+    answers: dict[tuple[str, int], bool] = {}
+
+    def done(source: tuple[str, int]) -> bool:
+        if source not in answers:
+            answers[source] = caught_up(*source)
+        return answers[source]
 
     def dry_is_done(sub: int) -> bool:
-        if sub not in answers:
-            answers[sub] = caught_up(*known[sub])
-        return answers[sub]
+        return done(known[sub])
 
     present = {int(subs[a]) for a in starts}
-    if present and any(not dry_is_done(s) for s in known if s not in present):
+    absent = {known[s] for s in known if s not in present}
+    if present:
+        task = int(partitions[starts[0]])
+        absent |= {(t, task) for t in expected} - {known[s] for s in present}
+    if present and any(not done(source) for source in sorted(absent)):
         return rows.iloc[:0], rows  # a partition with nothing here may still go first
     ts = rows["ts"].to_numpy()
     ranks = rows["rank"].to_numpy() if "rank" in rows.columns else np.zeros(len(rows), dtype=np.int64)

@@ -110,7 +110,9 @@ def pairs(
         state = state if state is not None else processor.new_state()
         if merged is not None:
             held = state.setdefault("frontier", {"held": None, "memory": {}})
-            batch, held["held"] = frontier.take(batch, held["held"], held["memory"], merged.caught_up)
+            batch, held["held"] = frontier.take(
+                batch, held["held"], held["memory"], merged.caught_up, merged.topics
+            )
         records = zip(
             batch["side"].tolist(),
             engine.pylist(batch["key"]),

@@ -94,13 +94,15 @@ def _merged_aggregate(rows: DataFrame, aggregator: Aggregator, merged: frontier.
 
     def step(task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else {"aggs": {}, "held": None, "merge": {}}
-        batch, state["held"] = frontier.take(batch, state["held"], state["merge"], merged.caught_up)
+        batch, state["held"] = frontier.take(
+            batch, state["held"], state["merge"], merged.caught_up, merged.topics
+        )
         aggs: dict[Any, tuple[Any, int]] = state["aggs"]
         changed: dict[Any, None] = {}
         for k, v, ts in zip(
             engine.pylist(batch["key"]), engine.pylist(batch["value"]), batch["ts"].tolist(), strict=True
         ):
-            if v is not None:
+            if k is not None and v is not None:  # ordered with the others, then skipped
                 agg, max_ts = aggs.get(k, (aggregator.initial(), ts))
                 aggs[k] = (aggregator.add(k, v, agg, ts), max(max_ts, ts))
                 changed[k] = None
@@ -207,8 +209,11 @@ def windowed_aggregate(
             batch = engine.arrival_order(batch)
         else:
             batch, state["held"] = frontier.take(
-                batch, state.get("held"), state.setdefault("merge", {}), merged.caught_up
+                batch, state.get("held"), state.setdefault("merge", {}), merged.caught_up, merged.topics
             )
+            # Ordered with the others, then skipped: null keys; null values of a sliding window
+            # (its compiler kept them for the order, KStreamSlidingWindowAggregate skips them).
+            batch = batch[batch["key"].notna() & (batch["value"].notna() if spec.kind == "sliding" else True)]
             if not len(batch):
                 return state, pd.DataFrame(columns=list(WINDOWED_COLUMNS))
         ts = batch["ts"].to_numpy(dtype=np.int64)

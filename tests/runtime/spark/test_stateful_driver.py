@@ -68,7 +68,8 @@ def test_session_windows_merge_on_a_bridging_record_and_python_aggregators(
 ) -> None:
     b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
     grouped = b.stream("in").group_by_key()
-    sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace("20s", "5s"))
+    # Grace 15 s: [0, 0] is still in the session store (retention gap + grace) when 15 s bridges it.
+    sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace("20s", "15s"))
     sessions.aggregate(udfs.zero, udfs.add_length, returns="bigint").to_stream().to(
         "lengths", value_serde=Serdes.Long()
     )
