@@ -182,7 +182,10 @@ class _Compiler:
             return frame
         name = f"streamapp_dropped_{len(self.error_counts)}"
         self.error_counts[name] = ("dropped", (node.name,))
-        observed = frame.df.observe(name, F.count_if(F.col(column).isNull()).alias("t0"))
+        dropped = F.col(column).isNull()
+        if column == "value":  # a null-key record is the grouping's drop (kept for a merged step)
+            dropped &= F.col("key").isNotNull()
+        observed = frame.df.observe(name, F.count_if(dropped).alias("t0"))
         return frames.RecordFrame(observed if keep else observed.where(F.col(column).isNotNull()))
 
     def _merged(self, node: nd.Node) -> bool:
@@ -390,7 +393,7 @@ class _Compiler:
         self.late[node.name] = counter
         result = ops.windowed_aggregate(
             frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged,
-            jvm=jvm,
+            jvm=jvm, per_input=isinstance(node, nd.Cogroup),
         )  # fmt: skip
         return result.table
 

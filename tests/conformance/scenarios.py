@@ -151,10 +151,10 @@ _WINDOW_KINDS = {
 }
 
 
-def _cogroup(*, windowed: bool) -> str:
-    """Two grouped streams cogrouped (the second's values count tenfold), in 10 s tumbling
-    windows with 5 s grace or without windows."""
-    window = "\n          - windowedBy: {tumbling: 10s, grace: 5s}" if windowed else ""
+def _cogroup(*, windowed: bool, window: str = "tumbling: 10s") -> str:
+    """Two grouped streams cogrouped (the second's values count tenfold), in ``window`` windows
+    (10 s tumbling) with 5 s grace or without windows."""
+    window = f"\n          - windowedBy: {{{window}, grace: 5s}}" if windowed else ""
     return f"""
       - name: second
         from: {{topic: in1}}
@@ -244,6 +244,20 @@ def case_text(seed: str, topic: int) -> list[admin.Record]:
         admin.Record(key=b"k", value=line and line.encode(), timestamp=T0 + 1_000 * n, partition=0)
         for n, line in enumerate(lines)
     ]
+
+
+def skipped_ahead(_name: str, topic: int) -> list[admin.Record]:
+    """in0: a@1 s, a@60 s; in1: a@2 s, a null value @61 s, a@30 s. Kafka Streams takes them in
+    that order; in1's processor skips the null value before its stream time moves, so 30 s is in
+    time for in1 (stream time 2 s) although the task has seen 60 s. In front of in0's, 90 records
+    of key z at 0.5 s, so that every batch size runs several micro-batches."""
+
+    def rec(value: str | None, at: int, key: bytes = b"a") -> admin.Record:
+        return admin.Record(key, None if value is None else value.encode(), timestamp=T0 + at)
+
+    if topic == 0:
+        return [*(rec("1", 500, b"z") for _ in range(90)), rec("1", 1_000), rec("1", 60_000)]
+    return [rec("1", 2_000), rec(None, 61_000), rec("2", 30_000)]
 
 
 def session_closes(seed: str, topic: int) -> list[admin.Record]:
@@ -370,6 +384,17 @@ SCENARIOS: list[Scenario] = [
         windowed=True,
         note="two co-partitioned topics in one task: Kafka Streams takes the record with the "
         "lowest timestamp of the partitions' heads next",
+    ),
+    Scenario(
+        "cogroupLatePerInput",
+        _cogroup(windowed=True, window="sliding: 6s"),
+        TABLE,
+        inputs=2,
+        windowed=True,
+        partitions=1,
+        input=skipped_ahead,
+        note="each cogrouped stream has its own processor in Kafka Streams, so its own stream time: "
+        "a record is late against its own input's records only",
     ),
     Scenario(
         "cogroupByKey",

@@ -159,6 +159,7 @@ def windowed_aggregate(
     tasks: engine.Tasks | None = None,
     merged: frontier.Frontier | None = None,
     jvm: bool = False,
+    per_input: bool = False,
 ) -> Windowed:
     """Aggregate per key and window with Kafka Streams' per-record lateness and grace.
 
@@ -173,7 +174,9 @@ def windowed_aggregate(
     merges several topics into each task; records behind a partition that ran dry while the
     broker has more for it wait in the task's state (:mod:`.frontier`). ``jvm``: run on the JVM
     with state per key and window (``state.windows_on_jvm`` decides; ``late_counter`` is then a
-    :class:`JvmCounter`).
+    :class:`JvmCounter`). ``per_input``: a cogroup (values ``struct(src, …)``), whose lateness
+    Kafka Streams judges by each grouped stream's own stream time (one processor per stream,
+    sharing the store): a record is late against the records of its own input only.
     """
     if emit not in windows.EMITS:
         raise ValueError(f"emit must be one of {windows.EMITS}, not {emit!r}")
@@ -217,9 +220,16 @@ def windowed_aggregate(
             if not len(batch):
                 return state, pd.DataFrame(columns=list(WINDOWED_COLUMNS))
         ts = batch["ts"].to_numpy(dtype=np.int64)
-        stream_time = np.maximum.accumulate(ts)  # Kafka's stream time, this record included
-        if state["t"] is not None:
-            stream_time = np.maximum(stream_time, state["t"])
+        if per_input:
+            stream_time = ts.copy()
+            times: dict[int, int] = state.setdefault("input_t", {})
+            for i, v in enumerate(engine.pylist(batch["value"])):
+                src = int(v["src"])
+                stream_time[i] = times[src] = max(times.get(src, int(ts[i])), int(ts[i]))
+        else:
+            stream_time = np.maximum.accumulate(ts)  # Kafka's stream time, this record included
+            if state["t"] is not None:
+                stream_time = np.maximum(stream_time, state["t"])
         records = list(
             zip(
                 engine.pylist(batch["key"]),

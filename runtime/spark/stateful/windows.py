@@ -114,7 +114,8 @@ def process(
     for key, value, ts, stream_time, partition, offset in records:
         state["seq"] += 1
         step(spec, agg, state, batch, key, value, ts, stream_time, (partition, offset))
-        state["t"] = stream_time
+        # The task's stream time (a cogroup's input has its own, passed in: the task's is the max).
+        state["t"] = stream_time if state["t"] is None else max(state["t"], stream_time)
         # Close per record, as Kafka Streams does (the state a closed window leaves is gone at once).
         finals += _close(spec, agg, state, emit)
     out: list[Out] = list(batch.late)
