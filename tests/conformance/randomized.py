@@ -16,10 +16,11 @@ interleave their writes to the repartition topic, which no single answer models.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -351,6 +352,51 @@ def case(seed: int, vocab: Vocab, family: str | None = None) -> Case:
         trigger=rng.choice(TRIGGERS),
         windowed=windowed,
     )
+
+
+def features(case: Case) -> set[str]:
+    """What a case exercises, for choosing a fixed seed set that covers each at least twice: its
+    family, window kind with its emit mode (and suppress, and whether the aggregation is a Python
+    function or declarative), join kind with its operator, a table re-grouped, several partitions."""
+    out = {case.family, f"{case.family}/{'several' if case.partitions > 1 else 'one'} partition"}
+    for stream in case.streams:
+        source = stream["from"]
+        for step in stream.get("steps", []):
+            op, spec = next(iter(step.items()))
+            if op == "windowedBy":
+                kind = next(k for k in ("tumbling", "hopping", "sliding", "session") if k in spec)
+                out.add(f"window/{kind}/{spec.get('emit', 'updates')}")
+            elif op == "suppress":
+                out.add("suppress")
+            elif op in ("aggregate", "reduce", "count"):
+                python = op == "reduce" or (op == "aggregate" and "adder" in spec)
+                out.add(f"{case.family}/{op}/{'python' if python else 'declarative'}")
+            elif op in ("join", "leftJoin", "outerJoin"):
+                right = next(s["from"] for s in case.streams if s.get("name") == spec["with"])
+                kind = (
+                    "foreign-key" if "foreignKey" in spec
+                    else "global" if right.get("as") == "globalTable"
+                    else "stream-stream" if "windows" in spec
+                    else "table-table" if source.get("as") == "table"
+                    else "stream-table"
+                )  # fmt: skip
+                out.add(f"join/{kind}/{op}")
+            elif op == "groupBy" and source.get("as") == "table":
+                out.add("table/groupBy")
+    return out
+
+
+def covering(seeds: Iterable[int], vocab: Vocab, times: int = 1) -> list[int]:
+    """The seeds, in order, each of which adds a feature (:func:`features`) seen fewer than
+    ``times`` times so far."""
+    seen: collections.Counter[str] = collections.Counter()
+    chosen = []
+    for seed in seeds:
+        new = {f for f in features(case(seed, vocab)) if seen[f] < times}
+        if new:
+            chosen.append(seed)
+            seen.update(features(case(seed, vocab)))
+    return chosen
 
 
 _Drawn = tuple[list[dict[str, Any]], str, str, int, bool, bool]
