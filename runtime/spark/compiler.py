@@ -89,8 +89,11 @@ def _logic(params: Mapping[str, Any]) -> frames.Logic:
     return frames.Logic(expr=params["expr"])
 
 
-def _condition(frame: frames.RecordFrame, params: Mapping[str, Any]) -> Column:
-    return F.coalesce(frame.evaluate(_logic(params), default_type="boolean"), F.lit(False))
+def _condition(frame: frames.RecordFrame, params: Mapping[str, Any], *, negate: bool = False) -> Column:
+    """Whether a record passes a predicate: TRUE passes (``negate``: FALSE does, filterNot); a
+    NULL passes neither, SQL's three-valued logic, as ``RecordFrame.filter``."""
+    condition = frame.evaluate(_logic(params), default_type="boolean")
+    return F.coalesce(~condition if negate else condition, F.lit(False))
 
 
 class _Compiler:
@@ -281,8 +284,7 @@ class _Compiler:
             return frames.RecordFrame(
                 mapped.df.unionByName(deleted.withColumn("value", F.lit(None).cast(value_type)))
             )
-        keep = _condition(present, logic_params(node.predicate))
-        keep = ~keep if isinstance(node, nd.FilterNot) else keep
+        keep = _condition(present, logic_params(node.predicate), negate=isinstance(node, nd.FilterNot))
         filtered = present._with(value=F.when(keep, F.col("value")))
         return frames.RecordFrame(filtered.df.unionByName(deleted))
 
@@ -429,10 +431,8 @@ class _Compiler:
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):
             parent = self._parent(node)
-            condition = _condition(parent, p)
-            self.frames[node.name] = frames.RecordFrame(
-                parent.df.where(~condition if op == "filterNot" else condition)
-            )
+            passes = _condition(parent, p, negate=op == "filterNot")
+            self.frames[node.name] = frames.RecordFrame(parent.df.where(passes))
         elif op == "mapValues":
             self.frames[node.name] = self._parent(node).map_values(_logic(p))
         elif op == "flatMapValues":

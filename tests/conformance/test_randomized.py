@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 #: make test's seeds are chosen from these (randomized.covering).
 SEEDS = range(1, 1000)
+#: Seeds that once found a defect, run by make test too: 68 (filterNot of a NULL predicate kept
+#: the record), 5003 (skipped records out of a merged task's order; a cogroup's per-input stream
+#: time), 5019 (a session past the store's retention merged), 5033 (a co-partitioned partition
+#: never seen by its task was not waited for).
+REGRESSIONS = (68, 5003, 5019, 5033)
 RESULTS = pathlib.Path(__file__).parent / "results" / "FUZZ.md"
 ROUND = 36  # cases per oracle JVM
 
@@ -40,7 +45,7 @@ def _seeds(vocab: randomized.Vocab) -> tuple[list[int], bool]:
     if n := int(os.environ.get("STREAMAPP_FUZZ", "0")):
         start = int(os.environ.get("STREAMAPP_FUZZ_FROM", "1000"))
         return list(range(start, start + n)), True
-    return randomized.covering(SEEDS, vocab), False
+    return [*randomized.covering(SEEDS, vocab), *REGRESSIONS], False
 
 
 def test_random_topologies_agree_with_kafka_streams(
