@@ -430,9 +430,7 @@ class _Compiler:
                 frame = ops.table(self.table_updates[node.name])
             self.frames[node.name] = frame
         elif op in ("filter", "filterNot"):
-            parent = self._parent(node)
-            passes = _condition(parent, p, negate=op == "filterNot")
-            self.frames[node.name] = frames.RecordFrame(parent.df.where(passes))
+            self.frames[node.name] = self._parent(node).filter(_logic(p), negate=op == "filterNot")
         elif op == "mapValues":
             self.frames[node.name] = self._parent(node).map_values(_logic(p))
         elif op == "flatMapValues":
