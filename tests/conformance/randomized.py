@@ -355,9 +355,11 @@ def case(seed: int, vocab: Vocab, family: str | None = None) -> Case:
 
 
 def features(case: Case) -> set[str]:
-    """What a case exercises, for choosing a fixed seed set that covers each at least twice: its
-    family, window kind with its emit mode (and suppress, and whether the aggregation is a Python
-    function or declarative), join kind with its operator, a table re-grouped, several partitions."""
+    """What a case exercises, for choosing a fixed seed set that covers each: its family, window
+    kind with its emit mode (and suppress, and whether the aggregation is a Python function or
+    declarative), join kind with its operator, a table re-grouped, several partitions, and the
+    exact edges of time: a record that lands on a window's grace limit, a stream-stream join pair
+    exactly a window bound apart (:func:`_edges`)."""
     out = {case.family, f"{case.family}/{'several' if case.partitions > 1 else 'one'} partition"}
     for stream in case.streams:
         source = stream["from"]
@@ -366,6 +368,7 @@ def features(case: Case) -> set[str]:
             if op == "windowedBy":
                 kind = next(k for k in ("tumbling", "hopping", "sliding", "session") if k in spec)
                 out.add(f"window/{kind}/{spec.get('emit', 'updates')}")
+                out |= _edges(case, kind, spec)
             elif op == "suppress":
                 out.add("suppress")
             elif op in ("aggregate", "reduce", "count"):
@@ -381,8 +384,73 @@ def features(case: Case) -> set[str]:
                     else "stream-table"
                 )  # fmt: skip
                 out.add(f"join/{kind}/{op}")
+                if kind == "stream-stream":
+                    out |= _edges(case, "join", spec["windows"])
             elif op == "groupBy" and source.get("as") == "table":
                 out.add("table/groupBy")
+    return out
+
+
+def _seconds(text: str) -> int:
+    assert text.endswith("s") and text[:-1].isdigit(), text  # what _windows and _draw_join write
+    return int(text[:-1]) * 1000
+
+
+def _processing_order(case: Case) -> list[list[tuple[int, admin.Record]]]:
+    """Each task's records (input index, record) in about the order Kafka Streams processes them:
+    co-partitioned inputs merged by their head records' timestamps."""
+    queues: dict[int, list[list[admin.Record]]] = collections.defaultdict(lambda: [[] for _ in case.inputs])
+    for i, records in enumerate(case.inputs):
+        for r in records:
+            queues[partition(r, case.partitions)][i].append(r)
+    tasks = []
+    for task in queues.values():
+        heads, order = [0] * len(task), []
+        while live := [i for i, q in enumerate(task) if heads[i] < len(q)]:
+            i = min(live, key=lambda i: task[i][heads[i]].timestamp or 0)
+            order.append((i, task[i][heads[i]]))
+            heads[i] += 1
+        tasks.append(order)
+    return tasks
+
+
+def _edges(case: Case, kind: str, spec: Mapping[str, Any]) -> set[str]:
+    """``window/<kind>/on the grace limit``: a record arrives exactly at its window's grace limit
+    (Kafka Streams drops a time window's record once end + grace <= stream time; a sliding
+    window's or session's is still in at ts + grace == stream time). ``join/stream-stream/on the
+    upper (lower) bound``: a record meets an earlier one of the other side exactly ``after``
+    (``before``) from it, seen from the left. Worked out on the inputs before any step, per input
+    (a cogroup's windows keep a stream time per input)."""
+    out = set()
+    for order in _processing_order(case):
+        if kind == "join":
+            before = _seconds(spec.get("before", spec.get("timeDifference", "0s")))
+            after = _seconds(spec.get("after", spec.get("timeDifference", "0s")))
+            seen: list[tuple[int, admin.Record]] = []
+            for side, r in order:
+                bounds = (after, before) if side == 0 else (before, after)  # up, down: as join_logic
+                for other, o in seen:
+                    if other != side and o.key == r.key and r.key is not None and r.timestamp and o.timestamp:
+                        if o.timestamp - r.timestamp == bounds[0]:
+                            out.add(f"join/stream-stream/on the {'upper' if side == 0 else 'lower'} bound")
+                        if r.timestamp - o.timestamp == bounds[1]:
+                            out.add(f"join/stream-stream/on the {'lower' if side == 0 else 'upper'} bound")
+                seen.append((side, r))
+            continue
+        grace = _seconds(spec.get("grace", "0s"))
+        size = _seconds(spec[kind]["size"] if kind == "hopping" else spec[kind])
+        advance = _seconds(spec["hopping"]["advance"]) if kind == "hopping" else size
+        stream: dict[int, int] = {}
+        for i, r in order:
+            ts = r.timestamp or 0
+            now = stream[i] = max(stream.get(i, ts), ts)
+            if kind in ("tumbling", "hopping"):
+                first = max(0, ts - size + advance) // advance * advance
+                ends = range(first + size, ts + size + 1, advance)
+                if any(end + grace == now for end in ends):
+                    out.add(f"window/{kind}/on the grace limit")
+            elif grace and ts + grace == now:
+                out.add(f"window/{kind}/on the grace limit")
     return out
 
 
