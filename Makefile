@@ -87,8 +87,9 @@ test: setup ## every test: unit, real-Kafka integration and the e2e suite (the i
 e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
 	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py
 
-fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; results in tests/conformance/results/FUZZ.md
-	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) $(PY) -m pytest -s -q --timeout=0 tests/conformance/test_randomized.py
+fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; MINUTES= runs a slice (the same command goes on), FRESH=1 starts over; results in tests/conformance/results/FUZZ.md
+	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) STREAMAPP_FUZZ_MINUTES=$(MINUTES) STREAMAPP_FUZZ_FRESH=$(FRESH) \
+	  $(PY) -m pytest -s -q --timeout=0 tests/conformance/test_randomized.py
 
 bench: bench-run bench-startup bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 

@@ -357,23 +357,31 @@ def case(seed: int, vocab: Vocab, family: str | None = None) -> Case:
 def features(case: Case) -> set[str]:
     """What a case exercises, for choosing a fixed seed set that covers each: its family, window
     kind with its emit mode (and suppress, and whether the aggregation is a Python function or
-    declarative), join kind with its operator, a table re-grouped, several partitions, and the
-    exact edges of time: a record that lands on a window's grace limit, a stream-stream join pair
-    exactly a window bound apart (:func:`_edges`)."""
+    declarative), join kind with its operator, a table re-grouped, a table's key deleted for good,
+    several partitions, and the exact edges of time: a record that lands on a window's grace
+    limit (for a Python function and a declarative aggregation: two engines), a stream-stream
+    join pair exactly a window bound apart (:func:`_edges`)."""
     out = {case.family, f"{case.family}/{'several' if case.partitions > 1 else 'one'} partition"}
+    edges: set[str] = set()
     for stream in case.streams:
         source = stream["from"]
+        if source.get("as") == "table" and _deleted_for_good(case.inputs[int(source["topic"][2:])]):
+            out.add(f"{case.family}/a table's key deleted for good")
         for step in stream.get("steps", []):
             op, spec = next(iter(step.items()))
             if op == "windowedBy":
                 kind = next(k for k in ("tumbling", "hopping", "sliding", "session") if k in spec)
                 out.add(f"window/{kind}/{spec.get('emit', 'updates')}")
-                out |= _edges(case, kind, spec)
+                edges = _edges(case, kind, spec)
             elif op == "suppress":
                 out.add("suppress")
-            elif op in ("aggregate", "reduce", "count"):
-                python = op == "reduce" or (op == "aggregate" and "adder" in spec)
-                out.add(f"{case.family}/{op}/{'python' if python else 'declarative'}")
+            elif op in ("aggregate", "reduce", "count", "cogroup"):
+                python = op in ("reduce", "cogroup") or (op == "aggregate" and "adder" in spec)
+                engine = "python" if python else "declarative"
+                if op != "cogroup":
+                    out.add(f"{case.family}/{op}/{engine}")
+                out |= {f"{edge}/{engine}" for edge in edges}  # the edges of its windows
+                edges = set()
             elif op in ("join", "leftJoin", "outerJoin"):
                 right = next(s["from"] for s in case.streams if s.get("name") == spec["with"])
                 kind = (
@@ -389,6 +397,21 @@ def features(case: Case) -> set[str]:
             elif op == "groupBy" and source.get("as") == "table":
                 out.add("table/groupBy")
     return out
+
+
+def _deleted_for_good(records: Sequence[admin.Record]) -> bool:
+    """Whether a key that had a value ends deleted (a tombstone that no later record undoes: only
+    the final table then shows whether the delete reached every step)."""
+    live: dict[bytes, bool] = {}
+    ended = set()
+    for r in records:
+        if r.key is not None:
+            if r.value is None and live.get(r.key):
+                ended.add(r.key)
+            elif r.value is not None:
+                ended.discard(r.key)
+            live[r.key] = r.value is not None
+    return bool(ended)
 
 
 def _seconds(text: str) -> int:
@@ -418,24 +441,29 @@ def _edges(case: Case, kind: str, spec: Mapping[str, Any]) -> set[str]:
     """``window/<kind>/on the grace limit``: a record arrives exactly at its window's grace limit
     (Kafka Streams drops a time window's record once end + grace <= stream time; a sliding
     window's or session's is still in at ts + grace == stream time). ``join/stream-stream/on the
-    upper (lower) bound``: a record meets an earlier one of the other side exactly ``after``
-    (``before``) from it, seen from the left. Worked out on the inputs before any step, per input
-    (a cogroup's windows keep a stream time per input)."""
-    out = set()
+    window's edge, in order (out of order)``: a record meets one of the other side that came
+    before it, still in its store, exactly at the start (the end) of its join window. Worked out
+    on the inputs before any step, per input (a cogroup's windows keep a stream time per input);
+    an edge counts when two records meet it with a key and a value (a step may drop one)."""
+    hits: collections.Counter[str] = collections.Counter()
     for order in _processing_order(case):
         if kind == "join":
             before = _seconds(spec.get("before", spec.get("timeDifference", "0s")))
             after = _seconds(spec.get("after", spec.get("timeDifference", "0s")))
+            retention = before + after + _seconds(spec.get("grace", "0s"))
             seen: list[tuple[int, admin.Record]] = []
+            observed = [0, 0]  # each side's latest timestamp: its store keeps `retention` back
             for side, r in order:
-                bounds = (after, before) if side == 0 else (before, after)  # up, down: as join_logic
-                for other, o in seen:
-                    if other != side and o.key == r.key and r.key is not None and r.timestamp and o.timestamp:
-                        if o.timestamp - r.timestamp == bounds[0]:
-                            out.add(f"join/stream-stream/on the {'upper' if side == 0 else 'lower'} bound")
-                        if r.timestamp - o.timestamp == bounds[1]:
-                            out.add(f"join/stream-stream/on the {'lower' if side == 0 else 'upper'} bound")
+                up, down = (after, before) if side == 0 else (before, after)  # the window seen from r
+                for other, o in seen if r.key is not None and r.value is not None else ():
+                    kept = (o.timestamp or 0) > observed[other] - retention
+                    if other != side and o.key == r.key and o.value is not None and kept:
+                        if (o.timestamp or 0) - (r.timestamp or 0) == up:
+                            hits["join/stream-stream/on the window's edge, out of order"] += 1
+                        if (r.timestamp or 0) - (o.timestamp or 0) == down:
+                            hits["join/stream-stream/on the window's edge, in order"] += 1
                 seen.append((side, r))
+                observed[side] = max(observed[side], r.timestamp or 0)
             continue
         grace = _seconds(spec.get("grace", "0s"))
         size = _seconds(spec[kind]["size"] if kind == "hopping" else spec[kind])
@@ -444,14 +472,15 @@ def _edges(case: Case, kind: str, spec: Mapping[str, Any]) -> set[str]:
         for i, r in order:
             ts = r.timestamp or 0
             now = stream[i] = max(stream.get(i, ts), ts)
+            if r.key is None or r.value is None:
+                continue
             if kind in ("tumbling", "hopping"):
                 first = max(0, ts - size + advance) // advance * advance
                 ends = range(first + size, ts + size + 1, advance)
-                if any(end + grace == now for end in ends):
-                    out.add(f"window/{kind}/on the grace limit")
+                hits[f"window/{kind}/on the grace limit"] += any(end + grace == now for end in ends)
             elif grace and ts + grace == now:
-                out.add(f"window/{kind}/on the grace limit")
-    return out
+                hits[f"window/{kind}/on the grace limit"] += 1
+    return {edge for edge, n in hits.items() if n >= 2}
 
 
 def covering(seeds: Iterable[int], vocab: Vocab, times: int = 1) -> list[int]:

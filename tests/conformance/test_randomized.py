@@ -1,22 +1,27 @@
 """Random topologies and inputs agree with Kafka Streams, record for record.
 
 ``make test`` runs a fixed seed set: the first seeds that cover every feature of
-:func:`randomized.features` (each family, window kind and emit mode, join kind and operator, …;
-34 seeds today); ``make fuzz N=2000`` runs
-``N`` seeds from ``FROM`` (``STREAMAPP_FUZZ=N``, ``STREAMAPP_FUZZ_FROM``) and writes the results
-file (:data:`RESULTS`): cases per family, mismatches, the failing seeds. A failing case prints
-its seed, how it ran and its steps; ``STREAMAPP_FUZZ_SEEDS=7,19`` runs just those seeds.
+:func:`randomized.features` (each family, window kind and emit mode, join kind and operator, the
+exact edges of time, …; 44 seeds today) and the seeds that once found a defect; ``make fuzz
+N=2000`` runs ``N`` seeds from ``FROM`` (``STREAMAPP_FUZZ=N``, ``STREAMAPP_FUZZ_FROM``) and writes
+the results file (:data:`RESULTS`): cases per family, mismatches, the failing seeds, and the
+commit each case ran on. A run may go in slices: ``MINUTES=…`` (``STREAMAPP_FUZZ_MINUTES``) ends
+it after the round that passes the budget, and the same command later goes on from the first
+seed not yet run (:data:`PROGRESS`; ``FRESH=1`` starts over). A failing case prints its seed,
+how it ran and its steps; ``STREAMAPP_FUZZ_SEEDS=7,19`` runs just those seeds.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import pathlib
+import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: make test's seeds are chosen from these (randomized.covering).
-SEEDS = range(1, 1000)
+SEEDS = range(1, 3000)
 #: Seeds that once found a defect, run by make test too: 68 (filterNot of a NULL predicate kept
 #: the record), 5003 (skipped records out of a merged task's order; a cogroup's per-input stream
 #: time), 5019 (a session past the store's retention merged), 5033 (a co-partitioned partition
@@ -37,6 +42,8 @@ SEEDS = range(1, 1000)
 #: whose task's stream time stops at end + grace).
 REGRESSIONS = (68, 5003, 5019, 5033, 6027)
 RESULTS = pathlib.Path(__file__).parent / "results" / "FUZZ.md"
+#: The cases a ``make fuzz`` run has done so far (seed, family, micro-batches, outcome, commit).
+PROGRESS = RESULTS.with_name("fuzz-progress.json")
 ROUND = 36  # cases per oracle JVM
 
 
@@ -55,15 +62,24 @@ def test_random_topologies_agree_with_kafka_streams(
     started = time.monotonic()
     vocab = randomized.Vocab(oracle.vocabulary())
     seeds, fuzz = _seeds(vocab)
-    cases = [randomized.case(seed, vocab) for seed in seeds]
+    done = _progress(seeds) if fuzz else []
+    todo = [seed for seed in seeds if seed not in {d["seed"] for d in done}]
+    cases = [randomized.case(seed, vocab) for seed in todo]
+    budget = float(os.environ.get("STREAMAPP_FUZZ_MINUTES") or "inf") * 60
     outcomes: list[differential.Outcome] = []
     for start in range(0, len(cases), ROUND):
-        outcomes += differential.run_round(
+        began = time.monotonic()
+        round_ = differential.run_round(
             spark, kafka_bootstrap, cases[start : start + ROUND], tmp_path / f"r{start}"
         )
-        print(f"{len(outcomes)} of {len(cases)} cases, {time.monotonic() - started:.0f} s", flush=True)
-        if fuzz and len(outcomes) < len(cases):  # a run cut short still leaves its figures
-            _write_results(outcomes, f"{_summary(outcomes, started)} (so far: {len(cases)} asked)", seeds)
+        outcomes += round_
+        done += _records(round_, time.monotonic() - began)
+        print(f"{len(done)} of {len(seeds)} cases, {time.monotonic() - started:.0f} s", flush=True)
+        if fuzz:  # after every round: a run cut short still leaves its figures
+            _write_results(done, seeds)
+        if time.monotonic() - started > budget:
+            print(f"the {budget / 60:.0f}-minute budget is spent: the same command goes on from here")
+            break
     failed = [o for o in outcomes if o.mismatches]
     refused = [o for o in outcomes if o.refused]
     summary = _summary(outcomes, started)
@@ -79,8 +95,6 @@ def test_random_topologies_agree_with_kafka_streams(
         report.append("As a scenario (scenarios.py):\n" + shrink.as_scenario(small))
     for o in refused:
         report.append(f"\n--- refused: seed {o.case.seed}: {o.refused}")
-    if fuzz:
-        _write_results(outcomes, summary, seeds)
     print("\n".join(report))
     assert not failed and not refused, "\n".join(report)
 
@@ -95,25 +109,59 @@ def _summary(outcomes: list[differential.Outcome], started: float) -> str:
     )
 
 
-def _write_results(outcomes: list[differential.Outcome], summary: str, seeds: list[int]) -> None:
+def _commit() -> str:
+    """HEAD, with ``+changes`` when the runtime or this suite differs from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "runtime", str(pathlib.Path(__file__).parent))
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
+
+
+def _records(outcomes: list[differential.Outcome], seconds: float) -> list[dict[str, Any]]:
+    """The outcomes as the progress file keeps them (their round's time shared among them)."""
+    commit = _commit()
+    return [
+        {"seed": o.case.seed, "family": o.case.family, "batches": o.batches, "mismatches": bool(o.mismatches),
+         "refused": bool(o.refused), "commit": commit, "seconds": round(seconds / len(outcomes), 2)}
+        for o in outcomes
+    ]  # fmt: skip
+
+
+def _progress(seeds: list[int]) -> list[dict[str, Any]]:
+    """The cases an earlier slice of this run (the same seeds) has done, unless FRESH is asked."""
+    if os.environ.get("STREAMAPP_FUZZ_FRESH") or not PROGRESS.exists():
+        return []
+    saved = json.loads(PROGRESS.read_text())
+    return list(saved["cases"]) if saved["seeds"] == [seeds[0], len(seeds)] else []
+
+
+def _write_results(cases: list[dict[str, Any]], seeds: list[int]) -> None:
+    PROGRESS.parent.mkdir(exist_ok=True)
+    PROGRESS.write_text(json.dumps({"seeds": [seeds[0], len(seeds)], "cases": cases}, indent=0) + "\n")
     per = collections.defaultdict(lambda: [0, 0])
-    for o in outcomes:
-        per[o.case.family][0] += 1
-        per[o.case.family][1] += bool(o.mismatches or o.refused)
+    for c in cases:
+        per[c["family"]][0] += 1
+        per[c["family"]][1] += bool(c["mismatches"] or c["refused"])
+    commits = collections.Counter(c["commit"] for c in cases)
+    failing = [str(c["seed"]) for c in cases if c["mismatches"] or c["refused"]]
     lines = [
         "# Randomized differential run (StreamApp vs Kafka Streams)",
         "",
         f"Command: `make fuzz N={len(seeds)} FROM={seeds[0]}` (seeds {seeds[0]}-{seeds[-1]}).",
         "",
-        summary,
+        f"{len(cases)} of {len(seeds)} cases run, {sum(c['batches'] for c in cases)} micro-batches, "
+        f"{sum(c['seconds'] for c in cases) / 60:.0f} minutes: {len(failing)} with mismatches or refused by "
+        "the oracle.",
         "",
         "| family | cases | with mismatches |",
         "|---|---|---|",
         *[f"| {f} | {n} | {bad} |" for f, (n, bad) in sorted(per.items())],
         "",
-        "Failing seeds: "
-        + (", ".join(str(o.case.seed) for o in outcomes if o.mismatches or o.refused) or "none"),
+        "Failing seeds: " + (", ".join(failing) or "none"),
+        "",
+        "Commits the cases ran on: " + ", ".join(f"{c} ({n} cases)" for c, n in commits.items()),
         "",
     ]
-    RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines))
