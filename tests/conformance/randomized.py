@@ -76,7 +76,14 @@ _FUNCTION = re.compile(r"[\w.]+:[\w.]+")  # a Python function's import path, not
 class Vocab:
     """The oracle's vocabulary, by role and input type."""
 
-    def __init__(self, entries: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        entries: Sequence[Mapping[str, Any]],
+        foreign_keys: Mapping[str, Mapping[Any, Any]] | None = None,
+    ) -> None:
+        #: Each foreign-key extractor's foreign key per input value (the digits and null), when the
+        #: oracle has evaluated them (:func:`features` then sees re-pointed foreign keys).
+        self.foreign_keys = foreign_keys or {}
         self._by: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for entry in entries:
             if _FUNCTION.fullmatch(entry["text"]):
@@ -354,13 +361,15 @@ def case(seed: int, vocab: Vocab, family: str | None = None) -> Case:
     )
 
 
-def features(case: Case) -> set[str]:
+def features(case: Case, foreign_keys: Mapping[str, Mapping[Any, Any]] | None = None) -> set[str]:
     """What a case exercises, for choosing a fixed seed set that covers each: its family, window
     kind with its emit mode (and suppress, and whether the aggregation is a Python function or
     declarative), join kind with its operator, a table re-grouped, a table's key deleted for good,
     several partitions, and the exact edges of time: a record that lands on a window's grace
     limit (for a Python function and a declarative aggregation: two engines), a stream-stream
-    join pair exactly a window bound apart (:func:`_edges`)."""
+    join pair exactly a window bound apart (:func:`_edges`), a left key re-pointed from a foreign
+    key the right table has to one it never has again (given ``foreign_keys``, as
+    :attr:`Vocab.foreign_keys`)."""
     out = {case.family, f"{case.family}/{'several' if case.partitions > 1 else 'one'} partition"}
     edges: set[str] = set()
     for stream in case.streams:
@@ -394,9 +403,45 @@ def features(case: Case) -> set[str]:
                 out.add(f"join/{kind}/{op}")
                 if kind == "stream-stream":
                     out |= _edges(case, "join", spec["windows"])
+                fk = (foreign_keys or {}).get(spec.get("foreignKey", ""))
+                if fk and _repointed_to_nothing(case, fk):
+                    out.add("join/foreign-key/re-pointed to a key the right table lacks for good")
             elif op == "groupBy" and source.get("as") == "table":
                 out.add("table/groupBy")
     return out
+
+
+def _repointed_to_nothing(case: Case, foreign_key: Mapping[Any, Any]) -> bool:
+    """Whether a left row's foreign key moves from one the right table has to one it does not
+    have then nor later (Kafka Streams then deletes the join result). Both tables in timestamp
+    order, as a foreign-key join's tasks roughly see them."""
+    events = sorted(
+        [(r.timestamp or 0, side, r) for side, records in enumerate(case.inputs[:2]) for r in records],
+        key=lambda e: (e[0], e[1]),
+    )
+    right: set[bytes] = set()
+    pointed: dict[bytes, Any] = {}
+    pending: list[tuple[bytes, str]] = []  # (left key, foreign key) re-pointed to nothing so far
+    for _, side, r in events:
+        if r.key is None:
+            continue
+        if side == 1:
+            (right.add if r.value is not None else right.discard)(r.key)
+            pending = [(k, f) for k, f in pending if f.encode() != r.key or r.value is None]
+            continue
+        new = foreign_key.get(None if r.value is None else r.value.decode())
+        old = pointed.get(r.key)
+        pending = [(k, f) for k, f in pending if k != r.key]
+        if (
+            old is not None
+            and old.encode() in right
+            and new is not None
+            and new != old
+            and new.encode() not in right
+        ):
+            pending.append((r.key, new))
+        pointed[r.key] = new
+    return bool(pending)
 
 
 def _deleted_for_good(records: Sequence[admin.Record]) -> bool:
@@ -489,10 +534,10 @@ def covering(seeds: Iterable[int], vocab: Vocab, times: int = 1) -> list[int]:
     seen: collections.Counter[str] = collections.Counter()
     chosen = []
     for seed in seeds:
-        new = {f for f in features(case(seed, vocab)) if seen[f] < times}
-        if new:
+        found = features(case(seed, vocab), vocab.foreign_keys)
+        if any(seen[f] < times for f in found):
             chosen.append(seed)
-            seen.update(features(case(seed, vocab)))
+            seen.update(found)
     return chosen
 
 

@@ -78,3 +78,30 @@ def test_a_tables_key_deleted_for_good_is_a_feature() -> None:
     assert deleted(("a", b"1"), ("b", b"1"), ("a", None))
     assert not deleted(("a", b"1"), ("a", None), ("a", b"2"))  # undone
     assert not deleted(("a", None), ("b", b"1"))  # a key that never had a value
+
+
+def test_a_left_row_re_pointed_to_a_foreign_key_the_right_table_lacks_is_a_feature() -> None:
+    fk_join = [
+        {"name": "right", "from": {"topic": "in1", "as": "table"}},
+        {"from": {"topic": "in0", "as": "table"}, "steps": [{"join": {"with": "right", "joiner": "left",
+                                                                      "foreignKey": "fk"}}]},
+    ]  # fmt: skip
+    extract = {None: None, **{str(d): "abcdef"[d % 6] for d in range(10)}}
+
+    def repointed(
+        left: list[tuple[str, bytes | None, int]], right: list[tuple[str, bytes | None, int]]
+    ) -> bool:
+        case = _case(fk_join, [], [])
+        rows = [
+            [admin.Record(k.encode(), v, timestamp=T0 + t, partition=0) for k, v, t in side]
+            for side in (left, right)
+        ]
+        found = randomized.features(dataclasses.replace(case, inputs=rows), {"fk": extract})
+        return "join/foreign-key/re-pointed to a key the right table lacks for good" in found
+
+    # x points at a (the right table has it), then at b, which the right table never has.
+    assert repointed([("x", b"0", 1000), ("x", b"1", 3000)], [("a", b"r", 500)])
+    x = [("x", b"0", 1000), ("x", b"1", 3000)]
+    assert not repointed(x, [("a", b"r", 500), ("b", b"r", 4000)])  # b comes later
+    assert not repointed(x, [("a", b"r", 4000)])  # a only after: x had no result to delete
+    assert not repointed([("x", b"0", 1000), ("x", b"6", 3000)], [("a", b"r", 500)])  # 6 points at a again

@@ -47,6 +47,19 @@ PROGRESS = RESULTS.with_name("fuzz-progress.json")
 ROUND = 36  # cases per oracle JVM
 
 
+def _vocab() -> randomized.Vocab:
+    """The oracle's vocabulary, with each foreign-key extractor evaluated on every input value."""
+    entries = oracle.vocabulary()
+    values = [None, *(str(d) for d in range(10))]
+    results = oracle.evaluate([{"key": "a", "value": v, "other": None} for v in values])
+    foreign_keys = {
+        e["text"]: dict(zip(values, results[e["text"]], strict=True))
+        for e in entries
+        if e["role"] == "foreignKey"
+    }
+    return randomized.Vocab(entries, foreign_keys)
+
+
 def _seeds(vocab: randomized.Vocab) -> tuple[list[int], bool]:
     if only := os.environ.get("STREAMAPP_FUZZ_SEEDS"):
         return [int(s) for s in only.split(",")], False
@@ -60,7 +73,7 @@ def test_random_topologies_agree_with_kafka_streams(
     spark: SparkSession, kafka_bootstrap: str, streamapp_report: Callable[[str], None], tmp_path: pathlib.Path
 ) -> None:
     started = time.monotonic()
-    vocab = randomized.Vocab(oracle.vocabulary())
+    vocab = _vocab()
     seeds, fuzz = _seeds(vocab)
     done = _progress(seeds) if fuzz else []
     todo = [seed for seed in seeds if seed not in {d["seed"] for d in done}]

@@ -3,7 +3,8 @@
 Kafka Streams' stateful operators need things Spark's built-in aggregations do not give: per-record
 lateness against a task's stream time, Python aggregators with subtractors, session updates. Each
 step here is a :class:`Step` — a function ``(group key, batch as pandas, state) -> (state, rows)``
-— run by :class:`BlobProcessor` under ``transformWithStateInPandas`` (RocksDB provider, protobuf).
+— run by :class:`.blob_processor.BlobProcessor` under ``transformWithStateInPandas`` (RocksDB
+provider, protobuf).
 The state of a group is one pickled value: simple and fast for the small per-group state of the
 operators here (a task's open windows, a key's aggregate); a task with very many open windows
 rewrites a large value per micro-batch, which is why tumbling and hopping windows with a
@@ -22,53 +23,26 @@ import heapq
 import itertools
 import logging
 import math
-import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streamapp.runtime.spark import checkpoints, codecs, frames, jvm_udfs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
+from streamapp.runtime.spark.stateful.blob_processor import BlobProcessor
 
 __all__ = [
-    "TASK_KEY", "BlobProcessor", "Step", "Tasks", "arrival_order", "as_record_frame",
+    "TASK_KEY", "Step", "Tasks", "arrival_order", "as_record_frame",
     "hash_task", "input_rows", "run", "run_by_task", "task_key", "with_task_key",
 ]  # fmt: skip
 
 Step = Callable[[Any, pd.DataFrame, Any], tuple[Any, pd.DataFrame]]
 
 log = logging.getLogger("streamapp.stateful")
-
-
-class BlobProcessor(StatefulProcessor):  # type: ignore[misc]  # pyspark is typed as Any here
-    """Keeps one pickled state value per group and hands every batch of the group to ``step``."""
-
-    def __init__(self, step: Step) -> None:
-        self._step = step
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self._value = handle.getValueState("state", "blob binary")
-
-    def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
-    ) -> Iterator[pd.DataFrame]:
-        state = pickle.loads(self._value.get()[0]) if self._value.exists() else None
-        frames = [f for f in rows if len(f)]
-        if not frames:
-            return
-        batch = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-        state, out = self._step(key[0] if len(key) == 1 else key, batch, state)
-        self._value.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
-        if len(out):
-            yield out
-
-    def close(self) -> None:
-        pass
 
 
 def input_rows(frame: RecordFrame, value: str | None = None, *, topic: bool = False) -> DataFrame:
