@@ -29,33 +29,23 @@ if TYPE_CHECKING:
         Topology,
     )
 
-#: Each public name → (its module, its name there).
-_PUBLIC = {
-    "StreamApp": ("app", "StreamApp"),
-    "StreamsConfig": ("app", "StreamsConfig"),
-    "ManifestError": ("errors", "ManifestError"),
-    "Problem": ("errors", "Problem"),
-    "StreamAppError": ("errors", "StreamAppError"),
-    "TopologyError": ("errors", "TopologyError"),
-    "Processor": ("processor", "Processor"),
-    "ProcessorContext": ("processor", "ProcessorContext"),
-    "ProcessorRecord": ("processor", "Record"),
-    "Timer": ("processor", "Timer"),
-    "Serde": ("serdes", "Serde"),
-    "Serdes": ("serdes", "Serdes"),
-    **{
-        name: ("topology", name)
-        for name in (
-            "BranchedKStream",
-            "Function",
-            "KGroupedStream",
-            "KStream",
-            "KTable",
-            "StreamsBuilder",
-            "Topology",
-        )
-    },
+#: Each module's public names (loaded by :func:`__getattr__`); ``ProcessorRecord`` is its ``Record``.
+_MODULES = {
+    "app": ("StreamApp", "StreamsConfig"),
+    "errors": ("ManifestError", "Problem", "StreamAppError", "TopologyError"),
+    "processor": ("Processor", "ProcessorContext", "ProcessorRecord", "Timer"),
+    "serdes": ("Serde", "Serdes"),
+    "topology": (
+        "BranchedKStream",
+        "Function",
+        "KGroupedStream",
+        "KStream",
+        "KTable",
+        "StreamsBuilder",
+        "Topology",
+    ),
 }
+_PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "BranchedKStream",
@@ -83,8 +73,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _PUBLIC:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _PUBLIC[name]
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    module = importlib.import_module(f"{__name__}.{_PUBLIC[name]}")
+    value = getattr(module, "Record" if name == "ProcessorRecord" else name)
     globals()[name] = value
     return value
 

@@ -20,7 +20,7 @@ import collections
 import dataclasses
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -492,40 +492,47 @@ def _edges(case: Case, kind: str, spec: Mapping[str, Any]) -> set[str]:
     an edge counts when two records meet it with a key and a value (a step may drop one)."""
     hits: collections.Counter[str] = collections.Counter()
     for order in _processing_order(case):
-        if kind == "join":
-            before = _seconds(spec.get("before", spec.get("timeDifference", "0s")))
-            after = _seconds(spec.get("after", spec.get("timeDifference", "0s")))
-            retention = before + after + _seconds(spec.get("grace", "0s"))
-            seen: list[tuple[int, admin.Record]] = []
-            observed = [0, 0]  # each side's latest timestamp: its store keeps `retention` back
-            for side, r in order:
-                up, down = (after, before) if side == 0 else (before, after)  # the window seen from r
-                for other, o in seen if r.key is not None and r.value is not None else ():
-                    kept = (o.timestamp or 0) > observed[other] - retention
-                    if other != side and o.key == r.key and o.value is not None and kept:
-                        if (o.timestamp or 0) - (r.timestamp or 0) == up:
-                            hits["join/stream-stream/on the window's edge, out of order"] += 1
-                        if (r.timestamp or 0) - (o.timestamp or 0) == down:
-                            hits["join/stream-stream/on the window's edge, in order"] += 1
-                seen.append((side, r))
-                observed[side] = max(observed[side], r.timestamp or 0)
-            continue
-        grace = _seconds(spec.get("grace", "0s"))
-        size = _seconds(spec[kind]["size"] if kind == "hopping" else spec[kind])
-        advance = _seconds(spec["hopping"]["advance"]) if kind == "hopping" else size
-        stream: dict[int, int] = {}
-        for i, r in order:
-            ts = r.timestamp or 0
-            now = stream[i] = max(stream.get(i, ts), ts)
-            if r.key is None or r.value is None:
-                continue
-            if kind in ("tumbling", "hopping"):
-                first = max(0, ts - size + advance) // advance * advance
-                ends = range(first + size, ts + size + 1, advance)
-                hits[f"window/{kind}/on the grace limit"] += any(end + grace == now for end in ends)
-            elif grace and ts + grace == now:
-                hits[f"window/{kind}/on the grace limit"] += 1
+        hits.update(_join_edges(order, spec) if kind == "join" else _window_edges(order, kind, spec))
     return {edge for edge, n in hits.items() if n >= 2}
+
+
+def _join_edges(order: Sequence[tuple[int, admin.Record]], spec: Mapping[str, Any]) -> Iterator[str]:
+    before = _seconds(spec.get("before", spec.get("timeDifference", "0s")))
+    after = _seconds(spec.get("after", spec.get("timeDifference", "0s")))
+    retention = before + after + _seconds(spec.get("grace", "0s"))
+    observed = [0, 0]  # each side's latest timestamp: its store keeps `retention` back
+    for n, (side, r) in enumerate(order):
+        up, down = (after, before) if side == 0 else (before, after)  # the window seen from r
+        ts = r.timestamp or 0
+        for other, o in order[:n] if r.key is not None and r.value is not None else ():
+            t = o.timestamp or 0
+            if other != side and o.key == r.key and o.value is not None and t > observed[other] - retention:
+                if t - ts == up:
+                    yield "join/stream-stream/on the window's edge, out of order"
+                if ts - t == down:
+                    yield "join/stream-stream/on the window's edge, in order"
+        observed[side] = max(observed[side], ts)
+
+
+def _window_edges(
+    order: Sequence[tuple[int, admin.Record]], kind: str, spec: Mapping[str, Any]
+) -> Iterator[str]:
+    grace = _seconds(spec.get("grace", "0s"))
+    size = _seconds(spec[kind]["size"] if kind == "hopping" else spec[kind])
+    advance = _seconds(spec["hopping"]["advance"]) if kind == "hopping" else size
+    stream: dict[int, int] = {}
+    for i, r in order:
+        ts = r.timestamp or 0
+        now = stream[i] = max(stream.get(i, ts), ts)
+        if r.key is None or r.value is None:
+            continue
+        if kind in ("tumbling", "hopping"):
+            first = max(0, ts - size + advance) // advance * advance
+            on = any(end + grace == now for end in range(first + size, ts + size + 1, advance))
+        else:
+            on = bool(grace) and ts + grace == now
+        if on:
+            yield f"window/{kind}/on the grace limit"
 
 
 def covering(seeds: Iterable[int], vocab: Vocab, times: int = 1) -> list[int]:

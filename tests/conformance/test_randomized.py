@@ -76,7 +76,8 @@ def test_random_topologies_agree_with_kafka_streams(
     vocab = _vocab()
     seeds, fuzz = _seeds(vocab)
     done = _progress(seeds) if fuzz else []
-    todo = [seed for seed in seeds if seed not in {d["seed"] for d in done}]
+    ran = {d["seed"] for d in done}
+    todo = [seed for seed in seeds if seed not in ran]
     cases = [randomized.case(seed, vocab) for seed in todo]
     budget = float(os.environ.get("STREAMAPP_FUZZ_MINUTES") or "inf") * 60
     outcomes: list[differential.Outcome] = []
