@@ -1,4 +1,4 @@
-"""``make demo``: seed 000's word count on a real Kafka broker and a real Spark streaming query.
+"""``make demo``: the word count example on a real Kafka broker and a real Spark streaming query.
 
 Everything runs on this machine: the embedded KRaft broker and a local[2] Spark session. The
 topology is the manifest shipped beside this module (``examples/wordcount.yaml``), run by the
@@ -41,7 +41,7 @@ def run(*, lines: int = 0) -> int:
     loaded = manifest.load_manifest(EXAMPLE)
     topology = manifest.build_topology(loaded)
     source, sink = topology.source_topics()[0], topology.sink_topics()[0]
-    print(f"StreamApp demo: seed 000's word count ({EXAMPLE.name}) on Kafka and Spark\n", flush=True)
+    print(f"StreamApp demo: the word count example ({EXAMPLE.name}) on Kafka and Spark\n", flush=True)
     total = 4
     with broker.EmbeddedKafka() as kafka:
         _step(

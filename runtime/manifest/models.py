@@ -276,7 +276,7 @@ class JoinSpec(_Model):
 
 class ProcessSpec(_Model):
     """A custom processor (StreamApp's Processor API): a Python class run per key with state and
-    timers; see the README's "Custom processors"."""
+    timers; see "Custom processors" in runtime/README.md."""
 
     function: str = pydantic.Field(
         description="The processor class, 'package.module:Class', a subclass of streamapp.runtime.Processor."

@@ -3,9 +3,9 @@
 A KStream compiles to a streaming DataFrame whose columns are those of a Kafka record — ``key``,
 ``value`` (typed by their serdes), ``timestamp``, ``headers``, ``partition``, ``offset``,
 ``topic``. Every operation here returns a new frame with the same columns, so operations compose
-in any order and the sink always finds what it writes. Seed 004's timestamp rule holds throughout:
-stateless operations, and every record a flatMap emits, keep the input record's timestamp;
-headers pass through.
+in any order and the sink always finds what it writes. Kafka Streams' timestamp rule holds
+throughout: stateless operations, and every record a flatMap emits, keep the input record's
+timestamp; headers pass through.
 
 User logic is a Spark SQL expression over those columns, or a Python function run as a vectorised
 pandas UDF: a function with one parameter receives the values (a pandas Series), one with two

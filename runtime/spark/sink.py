@@ -1,10 +1,10 @@
 """StreamApp's Kafka sink: writes each micro-batch with the record timestamps Kafka Streams would.
 
 Spark's own Kafka sink cannot set a record's timestamp (it writes key, value, headers, topic and
-partition; the broker stamps the write time), but Kafka Streams semantics (seed 004) give every
-output record the timestamp of the input record it came from, or the max over an aggregate's
-inputs. So each micro-batch goes to a writer that sets it, with the headers, and the explicit
-partition or else the Java client's murmur2 of the key:
+partition; the broker stamps the write time), but Kafka Streams semantics give every output
+record the timestamp of the input record it came from, or the max over an aggregate's inputs.
+So each micro-batch goes to a writer that sets it, with the headers, and the explicit partition
+or else the Java client's murmur2 of the key:
 
 - ``engine="jvm"`` (the default): Java classes produce from the executors' JVMs, one idempotent
   producer per executor and configuration, reused across batches. At least once, the query writes
@@ -26,8 +26,9 @@ records missing; a batch that is retried or replayed after a crash is written ag
 may see duplicates. With :class:`ExactlyOnce` (``processingGuarantee: exactly_once_v2``) each task
 writes its part of the batch in a Kafka transaction with a marker, and a replayed part that is
 already committed is not written again (``TransactionalRecordWriter.java``; the design is argued
-in ARCHITECTURE.md). Spark's native sink is still used for the real-time trigger, which accepts
-nothing else (and there output timestamps are write times; exactly-once is refused there).
+in EXACTLY_ONCE.md beside this module). Spark's native sink is still used for the real-time
+trigger, which accepts nothing else (and there output timestamps are write times; exactly-once is
+refused there).
 """
 
 from __future__ import annotations

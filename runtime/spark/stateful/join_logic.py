@@ -111,8 +111,8 @@ class TableTableJoin:
     """``KTableKTableJoin`` (inner, left, outer) on the primary key, one result per update.
 
     State: ``{"tables": [{key: (value, ts)}, {key: (value, ts)}]}``. An update of either side looks
-    up the other side's current value; the result's timestamp is the max of both sides' (seed
-    004). A result that goes away (a side deleted, or no longer matching) is a tombstone — emitted,
+    up the other side's current value; the result's timestamp is the max of both sides' (as in
+    Kafka Streams). A result that goes away (a side deleted, or no longer matching) is a tombstone — emitted,
     as Kafka Streams does, when the update concerns a key that had a result to delete or the other
     side is present; an inner join whose other side is absent emits nothing. A tombstone for a key
     the side never had counts as an update there too, as in Kafka Streams.

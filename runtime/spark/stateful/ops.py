@@ -54,7 +54,7 @@ def aggregate(
     merged: frontier.Frontier | None = None,
 ) -> RecordFrame:
     """A grouped stream's aggregate as a KTable changelog: per key and micro-batch one update,
-    stamped with the max timestamp of all records folded in so far (seed 004).
+    stamped with the max timestamp of all records folded in so far, as in Kafka Streams.
 
     ``frame`` is already keyed by the grouping key (group_by = select_key before this).
     Records with a null key or value are skipped, as Kafka Streams does. ``merged``: the input
@@ -136,7 +136,8 @@ class Windowed:
 
     @property
     def table(self) -> RecordFrame:
-        """The results; key = struct<key, start, end> (epoch ms), timestamp per seed 004."""
+        """The results; key = struct<key, start, end> (epoch ms); the timestamp is the max timestamp of
+        the records folded in, as in Kafka Streams."""
         results = self.df.where(F.col("kind") != "late")
         key = F.struct(
             F.col("key").alias("key"), F.col("window_start").alias("start"), F.col("window_end").alias("end")

@@ -17,7 +17,7 @@ Window semantics follow Kafka Streams: tumbling/hopping windows are ``[start, st
 aligned to the epoch; sliding windows ``[t - d, t]`` are defined by record timestamps (each
 record's left window, and a right window ``[t + 1, t + 1 + d]`` once a later record falls in
 it); sessions ``[first, last]`` merge when a record falls within ``gap`` of them. Updates carry
-the max timestamp of their contributing records (seed 004); session updates their end.
+the max timestamp of their contributing records (as in Kafka Streams); session updates their end.
 
 Output rows are tuples ``(kind, key, start, end, value, timestamp_ms, partition, offset)``:
 ``update`` (changelog; ``value`` None = tombstone of a merged session), ``final`` (emit-final:
