@@ -26,12 +26,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import image_fs
-
-if TYPE_CHECKING:
-    from node_agent import NodeAgent
 
 HERE = Path(__file__).resolve().parent
 ENTRYPOINT = HERE / "spark_entrypoint.py"
@@ -159,10 +156,66 @@ class Container:
         return out
 
 
+class Api(Protocol):
+    """The API server as a Pod's runner calls it (``node_agent.Api`` is one)."""
+
+    def call(self, method: str, path: str, body: Any = None) -> Any: ...
+
+    def find(self, path: str) -> Any: ...
+
+    def merge(self, path: str, body: Any) -> Any: ...
+
+
+class Network(Protocol):
+    """The Node's loopback addresses: the ``kubernetes`` Service's and one per Pod."""
+
+    @property
+    def service_ip(self) -> str: ...
+
+    def allocate(self) -> str: ...
+
+
+class Node(Protocol):
+    """What a Pod's runner reads of its Node (``node_agent.NodeAgent`` is one). A protocol, not an
+    import: the agent imports this module to run its Pods, and this module never imports it back."""
+
+    @property
+    def api(self) -> Api: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    @property
+    def net(self) -> Network: ...
+
+    @property
+    def images(self) -> image_fs.ImageFilesystems | None: ...
+
+    @property
+    def hosts_file(self) -> Path: ...
+
+    @property
+    def shared_paths(self) -> list[Path]: ...
+
+    @property
+    def capacity(self) -> dict[str, str]: ...
+
+    @property
+    def pods(self) -> dict[str, PodRunner]: ...
+
+    @property
+    def failed(self) -> threading.Event: ...
+
+    @property
+    def stopping(self) -> threading.Event: ...
+
+    def log(self, message: str) -> None: ...
+
+
 class PodRunner(threading.Thread):
     """Runs one Pod until it is deleted (or ends, with restartPolicy Never/OnFailure)."""
 
-    def __init__(self, agent: NodeAgent, pod: dict[str, Any]) -> None:
+    def __init__(self, agent: Node, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         super().__init__(daemon=True, name=f"pod-{meta['namespace']}/{meta['name']}")
         self.agent = agent

@@ -18,6 +18,10 @@ them to :func:`resolve`. The result, :class:`Credentials`, speaks both dialects:
 The Java client reads PEM private keys only in PKCS#8 form (``BEGIN PRIVATE KEY``); an RSA key in
 the traditional PKCS#1 form (``BEGIN RSA PRIVATE KEY``, what cert-manager issues by default) is
 rewrapped here. No pyspark: the operator imports this module.
+
+The spec comes in as any object shaped like ``spec.kafka`` (:class:`KafkaSecurity`; the manifest's
+``KafkaSpec`` is one): the Kafka clients sit below the manifest layer and do not import it. The
+field names below are the manifest's, as the place a problem is reported.
 """
 
 from __future__ import annotations
@@ -27,16 +31,17 @@ import binascii
 import dataclasses
 import os
 import re
+import typing
 from collections.abc import Callable, Mapping
 from typing import Literal
 
 from streamapp.runtime import errors
-from streamapp.runtime.manifest import models
 
 __all__ = [
     "ENV",
     "PLAINTEXT",
     "Credentials",
+    "KafkaSecurity",
     "Reference",
     "from_env",
     "jaas_config",
@@ -66,6 +71,52 @@ _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\s*(.*?)\s*-----END \1----
 _RSA_ALGORITHM = bytes.fromhex("300d06092a864886f70d0101010500")
 
 
+class SecretKey(typing.Protocol):
+    """One key of a Kubernetes Secret (``SecretKeyRef`` in the manifest)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+
+class Tls(typing.Protocol):
+    """``spec.kafka.tls``: the Secret keys of the CA and, for mutual TLS, the client's pair."""
+
+    @property
+    def ca(self) -> SecretKey | None: ...
+
+    @property
+    def certificate(self) -> SecretKey | None: ...
+
+    @property
+    def private_key(self) -> SecretKey | None: ...
+
+
+class Sasl(typing.Protocol):
+    """``spec.kafka.sasl``: the mechanism and the Secret keys of the user name and password."""
+
+    @property
+    def mechanism(self) -> str: ...
+
+    @property
+    def username(self) -> SecretKey: ...
+
+    @property
+    def password(self) -> SecretKey: ...
+
+
+class KafkaSecurity(typing.Protocol):
+    """What this module reads of ``spec.kafka`` (the manifest's ``KafkaSpec`` has this shape)."""
+
+    @property
+    def tls(self) -> Tls | None: ...
+
+    @property
+    def sasl(self) -> Sasl | None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Reference:
     """One Secret key the spec needs: which manifest field names it, and the variable that carries it."""
@@ -79,11 +130,11 @@ class Reference:
         return f"{self.field} (Secret {self.secret}, key {self.key})"
 
 
-def references(spec: models.KafkaSpec | None) -> list[Reference]:
+def references(spec: KafkaSecurity | None) -> list[Reference]:
     """The Secret keys ``spec`` refers to, in manifest order (empty for a plaintext connection)."""
     if spec is None:
         return []
-    named: list[tuple[str, models.SecretKeyRef | None]] = []
+    named: list[tuple[str, SecretKey | None]] = []
     if spec.tls is not None:
         named += [
             ("spec.kafka.tls.ca", spec.tls.ca),
@@ -165,7 +216,7 @@ def jaas_quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
 
 
-def resolve(spec: models.KafkaSpec | None, read: Callable[[Reference], str]) -> Credentials:
+def resolve(spec: KafkaSecurity | None, read: Callable[[Reference], str]) -> Credentials:
     """The credentials of ``spec``, with ``read`` returning each referenced Secret key's text.
 
     ``read`` raises (naming the reference) when the material is not there; what is read is checked
@@ -197,7 +248,7 @@ def resolve(spec: models.KafkaSpec | None, read: Callable[[Reference], str]) -> 
     )
 
 
-def from_env(spec: models.KafkaSpec | None, environ: Mapping[str, str] | None = None) -> Credentials:
+def from_env(spec: KafkaSecurity | None, environ: Mapping[str, str] | None = None) -> Credentials:
     """The credentials of ``spec`` from the environment variables in :data:`ENV`."""
     env = os.environ if environ is None else environ
 

@@ -10,18 +10,15 @@ so both run the same plan.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import site
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
 from streamapp.runtime.spark import checkpoints, codecs, compilers, frames, runner, sink
+from streamapp.runtime.spark.user_code import resolve_function
 from streamapp.runtime.topology import graph, state
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
@@ -29,7 +26,7 @@ from streamapp.runtime.topology.nodes import logic_params
 if TYPE_CHECKING:
     from streamapp.runtime.spark.stateful.engine import Tasks
 
-__all__ = ["Compiled", "compile_topology", "resolve_function"]
+__all__ = ["Compiled", "compile_topology"]
 
 
 class Reader(Protocol):
@@ -65,22 +62,6 @@ DEAD_LETTER_HEADERS = (
 )
 #: The exception Kafka's own deserializers throw, named in the dead letter's exception header.
 DESERIALIZATION_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
-
-
-def resolve_function(ref: str) -> Callable[..., Any]:
-    """Import ``package.module:function``; ship its module by value unless it is installed."""
-    module_name, qualname = ref.split(":")
-    module = importlib.import_module(module_name)
-    target: Any = module
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    # Executors import installed packages themselves; a user's own module (next to the manifest,
-    # in a notebook, in tests) travels with the function instead.
-    origin = getattr(module, "__file__", None) or ""
-    installed = any(origin.startswith(p) for p in (*site.getsitepackages(), sys.prefix + "/lib"))
-    if not installed and module_name not in sys.builtin_module_names:
-        cloudpickle.register_pickle_by_value(module)
-    return target
 
 
 def _logic(params: Mapping[str, Any]) -> frames.Logic:

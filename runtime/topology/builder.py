@@ -6,7 +6,9 @@
 
 Every call adds one node and returns a new stream object; nothing touches Spark. User logic is a
 Spark SQL expression (a string), a module-level Python function, or ``Function("pkg.mod:fn")``.
-Functions are recorded by import path so a topology can be written out as YAML and loaded again.
+Functions are recorded by import path so a topology can be written out as YAML and loaded again
+(``streamapp.runtime.manifest.to_manifest_yaml(builder.build(), name=...)``: the manifest layer
+builds on this one, never the reverse).
 As with Kafka Streams' ``Named.as(...)``, every operation takes an optional ``name=`` that replaces
 the generated node name (the counter still advances, so later generated names do not shift).
 """
@@ -179,12 +181,6 @@ class StreamsBuilder:
                 "the topology is invalid:\n" + "\n".join(f"  {p}" for p in problems), problems=problems
             )
         return topology
-
-    def to_manifest(self, name: str, **spec: Any) -> str:
-        """The topology as a StreamApp manifest (YAML); loading it gives an equal graph."""
-        from streamapp.runtime.manifest import emit  # noqa: PLC0415 - manifest builds on topology
-
-        return emit.to_manifest_yaml(self.build(), name=name, spec=spec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streamapp.runtime.spark import user_code
 from streamapp.runtime.spark.compilers import context
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.topology import graph, join_nodes, nodes, state
@@ -41,11 +42,9 @@ def _side(ctx: context.Context, name: str) -> Any:
 
 
 def _joiner(logic: nodes.Logic) -> Logic:
-    from streamapp.runtime.spark import compiler  # noqa: PLC0415 - compiler imports this module
-
     if isinstance(logic, nodes.Expr):
         return Logic(expr=logic.sql)
-    return Logic(function=compiler.resolve_function(logic.ref), returns=logic.returns)
+    return Logic(function=user_code.resolve_function(logic.ref), returns=logic.returns)
 
 
 def compile_global_table(ctx: context.Context, node: join_nodes.GlobalTableSource) -> RecordFrame:

@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamapp.runtime import errors
+from streamapp.runtime.spark import user_code
 from streamapp.runtime.spark.compilers import context, joins
 from streamapp.runtime.spark.frames import RecordFrame
 from streamapp.runtime.topology import nodes, process_nodes
@@ -21,10 +22,9 @@ __all__ = ["COMPILERS", "compile_process"]
 
 
 def compile_process(ctx: context.Context, node: process_nodes.ProcessNode) -> RecordFrame:
-    from streamapp.runtime.spark import compiler  # noqa: PLC0415 - compiler imports this module
     from streamapp.runtime.spark.stateful import engine, process_ops  # noqa: PLC0415 - only apps with processors
 
-    compiler.resolve_function(node.processor.ref)  # ships the user's module to the executors
+    user_code.resolve_function(node.processor.ref)  # ships the user's module to the executors
     target = process_nodes.resolve(node.processor.ref)
     if isinstance(target, str):
         raise errors.TopologyError(target)

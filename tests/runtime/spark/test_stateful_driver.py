@@ -104,7 +104,8 @@ def test_cogroup_folds_several_grouped_streams_into_one_aggregate(
     scores = clicks.cogroup(udfs.add_one).cogroup(views, udfs.add_ten).aggregate(udfs.zero, returns="bigint")
     scores.to_stream().to("scores", value_serde=Serdes.Long())
     topology = b.build()
-    assert manifest.build_topology(manifest.load_manifest(b.to_manifest("scores"))) == topology
+    emitted = manifest.to_manifest_yaml(topology, name="scores")
+    assert manifest.build_topology(manifest.load_manifest(emitted)) == topology
     with TopologyTestDriver(topology, spark=spark, workdir=tmp_path) as driver:
         driver.input_topic("clicks").pipe_records([("u1", "c", 1), ("u2", "c", 2), ("u1", "c", 3)])
         driver.input_topic("views").pipe_records([("x", "u1", 4), ("y", "u3", 5)])

@@ -93,7 +93,9 @@ def test_builder_and_yaml_give_the_same_graph_for_every_operation() -> None:
     builder = _every_op()
     topology = builder.build()
     assert {n.op for n in topology.nodes} == set(graph.OPS)
-    loaded = manifest.build_topology(manifest.load_manifest(builder.to_manifest("every-op")))
+    loaded = manifest.build_topology(
+        manifest.load_manifest(manifest.to_manifest_yaml(topology, name="every-op"))
+    )
     assert loaded == topology
     assert [n.name for n in loaded.nodes] == [n.name for n in topology.nodes]
     assert {"audit", "words-out"} <= {n.name for n in loaded.nodes}
