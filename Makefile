@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: fuzz help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test unit e2e bench bench-operator bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
+.PHONY: fuzz help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test test-long unit e2e bench bench-operator bench-reconciles bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,24 +77,29 @@ typecheck: $(STAMP) build/typecheck/streamapp ## mypy --strict
 	$(VENV)/bin/mypy
 
 unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
-	$(PY) -m pytest tests
+	$(PY) -m pytest -m "not long" tests
 
-# The image tests build both images first (10-20 min from nothing on 2 cores): they run in
-# `make images-test`, not in `make test`, to keep CI within its hour.
-test: setup ## every test: unit, real-Kafka integration and the e2e suite (the image tests: make images-test)
-	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml --ignore=e2e/test_images.py
+test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e (the long runs: make test-long)
+	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml -m "not long"
 
-e2e: setup ## the e2e suite against a real control plane on loopback (the image tests: make images-test)
-	$(PY) -m pytest --durations=15 e2e --ignore=e2e/test_images.py
+# The image tests build both images first (10-20 min from nothing on 2 cores).
+test-long: setup images ## the long runs (pytest -m long): 20-kill chaos, autoscale soak, benchmark harness, images
+	$(PY) -m pytest --durations=25 -m long
+
+e2e: setup ## the e2e suite against a real control plane on loopback (its long runs: make test-long)
+	$(PY) -m pytest --durations=15 -m "not long" e2e
 
 fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; MINUTES= runs a slice (the same command goes on), FRESH=1 starts over; results in tests/conformance/results/FUZZ.md
 	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) STREAMAPP_FUZZ_MINUTES=$(MINUTES) STREAMAPP_FUZZ_FRESH=$(FRESH) \
 	  $(PY) -m pytest -s -q --timeout=0 tests/conformance/test_randomized.py
 
-bench: bench-run bench-startup bench-eos bench-join bench-windowed bench-operator bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
+bench: bench-run bench-startup bench-eos bench-join bench-windowed bench-operator bench-reconciles bench-rollouts ## benchmarks side by side (results in tests/bench/results); run on a quiet machine
 
 bench-operator: setup ## time from `kubectl apply` to the driver Pod, median of 20 (tests/bench/results/OPERATOR.md)
 	$(PY) -m tests.bench.operator_latency --apps 20
+
+bench-reconciles: setup ## reconciliations per minute of an idle app on the e2e cluster (tests/bench/results/RECONCILES.md)
+	$(PY) -m pytest e2e/bench_reconciles.py -s -q
 
 bench-rollouts: setup ## five redeploys under continuous input, rolling vs recreate, on the e2e cluster (tests/bench/results/ROLLOUTS.md)
 	$(PY) -m pytest e2e/bench_rollouts.py -s -q

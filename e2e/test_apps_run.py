@@ -595,6 +595,7 @@ def test_a_rolling_upgrade_hands_over_at_a_batch_boundary(
     )
 
 
+@pytest.mark.long  # 4 minutes of soak: make test-long
 def test_a_load_step_is_autoscaled_up_and_back_calmly(
     agent_node: node_agent_proc.AgentProcess,
     streamapp_operator: operator_proc.Operator,

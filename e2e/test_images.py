@@ -32,7 +32,7 @@ from streamapp.operator import desired
 from streamapp.runtime import manifest as manifests
 from streamapp.runtime.kafka import admin
 
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.long]  # builds both images first: make test-long
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILDAH = ["buildah", "--storage-driver", "vfs"]

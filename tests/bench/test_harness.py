@@ -13,9 +13,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long  # 2 minutes: make test-long; make test runs the start-up-only run below
 def test_a_short_benchmark_run_measures_every_phase_of_both_spark_variants(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "results"
     argv = [

@@ -1,14 +1,14 @@
-"""The short fault-injection run of ``make test`` (``make chaos`` is the long one): kill -9 of the
-driver at aimed and random moments under continuous input, restarts from the checkpoints, then the
-read_committed output against the exact expected output.
+"""The fault-injection runs of ``make test`` and ``make test-long`` (``make chaos`` is the longest):
+kill -9 of the driver at aimed and random moments under continuous input, restarts from the
+checkpoints, then the read_committed output against the exact expected output.
 
 Each kill costs a driver start-up (15-25 s of Spark on a quiet 2-core machine, minutes on a
-loaded one), so this run does ``STREAMAPP_CHAOS_KILLS`` kills (default 20, the issue's floor: in
-turn in the transaction window, between the sink's commit and Spark's commit log, after an
-at-least-once write before Spark's commit, and at a random moment) and no broker restart;
-``make chaos`` does 50 and 2. Four queries share each driver: stateless and word count, each with
-exactly_once_v2 (must lose and duplicate nothing) and at_least_once (which must show duplicates
-under the same kills, so that the check is shown able to fail).
+loaded one): ``make test`` does 4 kills, one at each moment (in the transaction window, between
+the sink's commit and Spark's commit log, after an at-least-once write before Spark's commit, and
+at a random moment); ``make test-long`` does 20 (``STREAMAPP_CHAOS_KILLS`` overrides both) and
+``make chaos`` 50 with 2 broker restarts. Four queries share each driver: stateless and word
+count, each with exactly_once_v2 (must lose and duplicate nothing) and at_least_once (which must
+show duplicates under the same kills, so that the check is shown able to fail).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import pytest
 
 
 @pytest.mark.timeout(2700)  # each kill costs a Spark start-up
+@pytest.mark.parametrize("kills", [4, pytest.param(20, marks=pytest.mark.long)])
 def test_kill_minus_nine_of_the_driver_loses_and_duplicates_nothing_with_exactly_once(
-    tmp_path: pathlib.Path,
+    kills: int, tmp_path: pathlib.Path
 ) -> None:
     from tests.chaos import run
 
-    kills = int(os.environ.get("STREAMAPP_CHAOS_KILLS", "20"))
+    kills = int(os.environ.get("STREAMAPP_CHAOS_KILLS", str(kills)))
     summary = run.run(kills=kills, broker_restarts=0, rate=200, seed=15, out=tmp_path)
     outputs = summary["outputs"]
     for name in ("stateless.exactly_once_v2", "counts.exactly_once_v2"):
