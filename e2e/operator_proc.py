@@ -199,7 +199,7 @@ SIZING: dict[str, Any] = {
 
 
 def manifest(name: str, *, source: str, sink: str, bootstrap: str, **deployment: Any) -> dict[str, Any]:
-    """The word count of seed 000 as a StreamApp, with a checkpoint and the given deployment."""
+    """The word count example as a StreamApp, with a checkpoint and the given deployment."""
     return {
         "apiVersion": "streamapp.io/v1alpha1",
         "kind": "StreamApp",

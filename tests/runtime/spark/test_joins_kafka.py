@@ -173,7 +173,7 @@ def test_stream_table_join_sees_the_table_as_it_evolves_whatever_the_batch_size(
     got, _ = runs[0]
     oracle, _ = _kstreams(kafka_bootstrap, new_topic, tmp_path, topology, inputs, ["joined", "left-joined"])
     assert got == oracle
-    # Each result carries the stream record's timestamp (seed 004).
+    # Each result carries the stream record's timestamp, as in Kafka Streams.
     assert got["joined"] == [
         ("u1", "a@alice", 5),
         ("u2", "b@bob", 15),
@@ -286,7 +286,7 @@ def test_stream_stream_joins_emit_null_sides_only_once_windows_closed(
     assert got == oracle
     assert sorted(late.values()) == [1, 1, 1]  # A0's put, in each of the three joins
     assert dropped == 3
-    # Inner results carry the max of both timestamps (seed 004).
+    # Inner results carry the max of both timestamps, as in Kafka Streams.
     assert got["inner"] == [("a", "A1+a1", 105), ("b", "B2+b1", 118)]
     assert got["left"] == [
         ("a", "A1+a1", 105),

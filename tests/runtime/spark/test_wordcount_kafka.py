@@ -1,4 +1,4 @@
-"""Seed 000's word count, as YAML and as Python, on 100,000 lines through the real broker."""
+"""The word count, as YAML and as Python, on 100,000 lines through the real broker."""
 
 from __future__ import annotations
 
