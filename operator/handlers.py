@@ -48,6 +48,11 @@ class Context:
     lost_nodes: set[str] = dataclasses.field(default_factory=set)
     #: The standby driver each app's Lease names, as last acted on (Lease key → identity).
     standby: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: What a reconciliation can see of each Pod of an app (:func:`pod_gist`), as last acted on.
+    pods: dict[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    #: Apps with an event-triggered reconciliation waiting for the app's lock: it has not read the
+    #: cluster yet, so it will see whatever a later event says, which need not queue another.
+    pending: set[str] = dataclasses.field(default_factory=set)
 
     def lock(self, app: str) -> threading.Lock:
         with self._locks_lock:
@@ -122,8 +127,11 @@ def _reconcile(
     context: Context, trigger: str, ref: desired.AppRef, body: Mapping[str, Any]
 ) -> reconcile.Outcome | None:
     """One reconciliation of the app in ``body``, counted and timed; None when it raised."""
-    metrics.RECONCILES.labels(trigger=trigger).inc()
-    with context.lock(f"{ref.namespace}/{ref.name}"), metrics.DURATION.labels(trigger=trigger).time():
+    key = f"{ref.namespace}/{ref.name}"
+    with context.lock(key), metrics.DURATION.labels(trigger=trigger).time():
+        with context._locks_lock:
+            context.pending.discard(key)  # from here on, a new event needs a reconciliation of its own
+        metrics.RECONCILES.labels(trigger=trigger).inc()
         # The status as it is now, not as this event's body saw it: another trigger (a Pod event,
         # the timer) may have reconciled and written it meanwhile — a rolling upgrade given up
         # there must not be started again here from a stale status.
@@ -219,12 +227,50 @@ def on_timer(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _run("timer", body, memo, raise_errors=False)
 
 
+def pod_gist(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a reconciliation reads of a driver or executor Pod: a change elsewhere in it (a probe's
+    time, a status heartbeat, managed fields, an annotation) cannot change any decision or status."""
+    meta, spec, found = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    conditions = tuple(
+        (c.get("type"), c.get("status"), c.get("reason")) for c in found.get("conditions") or []
+        if c.get("type") in ("Ready", "PodScheduled")
+    )  # fmt: skip
+
+    def state(container: Mapping[str, Any]) -> tuple[Any, ...]:
+        states = container.get("state") or {}  # one of running, waiting, terminated
+        kind = next(iter(states), None)
+        detail = states.get(kind) or {}
+        return kind, detail.get("reason"), detail.get("exitCode"), container.get("restartCount")
+
+    return (
+        meta.get("uid"),
+        bool(meta.get("deletionTimestamp")),
+        tuple(sorted((meta.get("labels") or {}).items())),
+        spec.get("nodeName"),
+        found.get("phase"),
+        found.get("reason"),
+        conditions,
+        tuple(state(c) for c in found.get("containerStatuses") or []),
+    )
+
+
 @kopf.on.event("v1", "pods", labels={desired.APP_LABEL: kopf.PRESENT})
-def on_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+def on_pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A driver or executor Pod changed (scheduled, ready, ended, gone): update its app's status now
-    instead of at the next timer tick, and replace a driver that ended."""
+    instead of at the next timer tick, and replace a driver that ended. Only changes that a
+    reconciliation can see count (:func:`pod_gist`)."""
+    context: Context = memo.context
+    key = f"{body.metadata.namespace}/{body.metadata.name}"
+    if type == "DELETED":
+        context.pods.pop(key, None)
+    else:
+        gist = pod_gist(body)
+        if context.pods.get(key) == gist:
+            metrics.SKIPPED.labels(trigger="pod").inc()
+            return
+        context.pods[key] = gist
     _reconcile_named(
-        memo.context, "pod", str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
+        context, "pod", str(body.metadata.namespace), str(body.metadata.labels[desired.APP_LABEL])
     )
 
 
@@ -266,15 +312,26 @@ def on_lease_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 
 def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) -> None:
-    """Reconcile an app known by name (not by the event's body) and write its status."""
+    """Reconcile an app known by name (not by the event's body) and write its status; nothing when
+    a reconciliation of the app is already waiting to start (it will see this change too)."""
+    key = f"{namespace}/{name}"
+    with context._locks_lock:
+        if key in context.pending:
+            metrics.SKIPPED.labels(trigger=trigger).inc()
+            return
+        context.pending.add(key)
     try:
         app = context.cluster.get(f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name)
         if app is None or app["metadata"].get("deletionTimestamp"):
+            with context._locks_lock:
+                context.pending.discard(key)
             return  # being deleted: on_delete cleans up
         ref = desired.AppRef(name=name, namespace=namespace, uid=str(app["metadata"]["uid"]))
         outcome = _reconcile(context, trigger, ref, app)
         assert outcome is not None
     except errors.OperatorError as exc:
+        with context._locks_lock:
+            context.pending.discard(key)  # (already gone, unless reading the app failed)
         # The app's own handlers and timer retry; a pod event is only a hint to look sooner.
         metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
         return

@@ -18,6 +18,7 @@ __all__ = [
     "PHASES",
     "RECONCILES",
     "REGISTRY",
+    "SKIPPED",
     "exposition",
     "serve",
     "set_phases",
@@ -27,7 +28,14 @@ REGISTRY = prometheus_client.CollectorRegistry()
 
 RECONCILES = prometheus_client.Counter(
     "streamapp_operator_reconciliations",
-    "Reconciliations of StreamApps, by trigger (create, update, resume, timer, delete, pod, node).",
+    "Reconciliations of StreamApps, by trigger (create, update, resume, timer, delete, pod, node, lease).",
+    ["trigger"],
+    registry=REGISTRY,
+)
+SKIPPED = prometheus_client.Counter(
+    "streamapp_operator_events_skipped",
+    "Events that started no reconciliation, by trigger: a Pod change no reconciliation reads, or one "
+    "a reconciliation already waiting to start will see.",
     ["trigger"],
     registry=REGISTRY,
 )

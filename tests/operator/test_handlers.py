@@ -5,6 +5,8 @@ again from the status before it."""
 
 from __future__ import annotations
 
+import threading
+import time
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -85,3 +87,60 @@ def test_a_driver_announcing_standby_reconciles_its_app_once_per_driver(monkeypa
     lease_event("wordcount-driver-b/1")  # the running driver renewed the Lease: no news
     lease_event("wordcount-driver/2")  # the next upgrade's driver
     assert reconciled == [("lease", "apps", "wordcount")] * 2
+
+
+def _pod(phase: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "wordcount-exec-1", "namespace": "apps", "uid": "u1",
+                     "labels": {desired.APP_LABEL: "wordcount"}, **meta},
+        "spec": {"nodeName": "agent-0"},
+        "status": {"phase": phase, "conditions": [
+            {"type": "Ready", "status": "True", "lastProbeTime": meta.get("resourceVersion")},
+        ]},
+    }  # fmt: skip
+
+
+def test_a_pod_change_no_reconciliation_reads_starts_none(monkeypatch: Any) -> None:
+    reconciled: list[str] = []
+    monkeypatch.setattr(handlers, "_reconcile_named", lambda _c, trigger, _ns, _n: reconciled.append(trigger))
+    memo = kopf.Memo()
+    memo.context = handlers.Context(cluster=FakeCluster(), probe=FakeProbe(), options=desired.Options())
+
+    def event(kind: str | None, pod: dict[str, Any]) -> int:
+        handlers.on_pod_event(type=kind, body=kopf.Body(typing.cast(kopf.RawBody, pod)), memo=memo)
+        return len(reconciled)
+
+    assert event(None, _pod("Pending", resourceVersion="1")) == 1
+    assert event("MODIFIED", _pod("Running", resourceVersion="2")) == 2
+    # A probe's time, a new resourceVersion, an annotation: nothing a reconciliation reads.
+    assert event("MODIFIED", _pod("Running", resourceVersion="3", annotations={"a": "b"})) == 2
+    assert event("MODIFIED", _pod("Running", resourceVersion="4", deletionTimestamp="now")) == 3
+    assert event("DELETED", _pod("Running", resourceVersion="4", deletionTimestamp="now")) == 4
+    assert event("ADDED", _pod("Running", resourceVersion="5")) == 5  # the same name again
+
+
+def test_events_arriving_while_a_reconciliation_waits_for_the_app_are_coalesced_into_it(
+    spec: dict[str, Any], monkeypatch: Any
+) -> None:
+    cluster = FakeCluster()
+    context = handlers.Context(cluster=cluster, probe=FakeProbe({"text-lines": 6}), options=desired.Options())
+    cluster.objects[(models.KIND, REF.namespace, REF.name)] = _app(spec)
+    monkeypatch.setattr(handlers.kopf, "event", lambda *_a, **_k: None)
+    calls: list[str] = []
+    real = handlers.reconcile.reconcile
+    monkeypatch.setattr(handlers.reconcile, "reconcile", lambda **kw: calls.append("r") or real(**kw))
+    key = f"{REF.namespace}/{REF.name}"
+    with context.lock(key):  # a reconciliation of the app runs
+        waiting = threading.Thread(
+            target=handlers._reconcile_named, args=(context, "pod", REF.namespace, REF.name)
+        )
+        waiting.start()
+        while key not in context.pending:
+            time.sleep(0.01)
+        for trigger in ("pod", "lease", "node"):  # each returns at once: the waiting one will see them
+            handlers._reconcile_named(context, trigger, REF.namespace, REF.name)
+        assert calls == []
+    waiting.join(timeout=30)
+    assert calls == ["r"] and key not in context.pending
+    handlers._reconcile_named(context, "pod", REF.namespace, REF.name)  # a new event after it: its own
+    assert calls == ["r", "r"]
