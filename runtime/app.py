@@ -66,8 +66,8 @@ class StreamsConfig:
     - ``bootstrap_servers``: Kafka (default ``spec.kafka.bootstrapServers``; required).
     - ``checkpoint_location``: a folder or Hadoop URI (default ``spec.checkpointLocation``, else a
       fresh temporary folder removed when the app stops: the input is read from the beginning).
-    - ``application_id``: the query's name and the progress group's (default ``metadata.name``, else
-      the topology's ``applicationId``); ``namespace`` adds to the group name.
+    - ``application_id``: the query's name and the progress group's (default the topology's
+      ``applicationId``, else ``metadata.name``); ``namespace`` adds to the group name.
     - ``master``: Spark master (default ``local[2]``; with the real-time trigger one local task slot
       per input partition); ``spark_conf``, ``driver_memory`` (default 2g).
     - ``state_partitions``: fixed when the checkpoint is created (default ``spec.statePartitions``,
@@ -197,8 +197,8 @@ class StreamApp:
                     "given (it keeps its own); leave them out or let StreamApp build the session"
                 )
         spec = self.manifest.spec if self.manifest is not None else None
-        name = self.config.application_id or (self.manifest.metadata.name if self.manifest else None)
-        self.application_id: str = name or self.topology.application_id or "streamapp"
+        name = self.config.application_id or self.topology.application_id
+        self.application_id: str = name or (self.manifest.metadata.name if self.manifest else None) or "streamapp"
         kafka = spec.kafka if spec is not None else None
         self.bootstrap_servers = self.config.bootstrap_servers or (kafka.bootstrap_servers if kafka else None)
         self.checkpoint_location = self.config.checkpoint_location or (

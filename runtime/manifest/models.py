@@ -419,7 +419,12 @@ class Defaults(_Model):
 
 
 class TopologySpec(_Model):
-    application_id: str | None = pydantic.Field(default=None, description="Kafka Streams' application.id.")
+    application_id: str | None = pydantic.Field(
+        default=None,
+        description="Kafka Streams' application.id: the query's name and, outside a cluster, the progress "
+        "group's (streamapp.<namespace>.<applicationId>); default metadata.name. In a cluster the "
+        "operator names the group after the StreamApp.",
+    )
     latency: Literal["default", "low"] = pydantic.Field(
         default="default", description="'low' asks for Spark's real-time trigger where the plan allows it."
     )

@@ -38,6 +38,14 @@ def _shape(serde: serdes.Serde | None) -> Shape:
     return serde.name
 
 
+_PEEK_EXPRESSION = (
+    "peek calls a Python function on each record and passes the record on ({function: module:name} in "
+    "a manifest, Function('module:name') in Python); "
+    "an expression computes a value and has nothing to call. To see records go by, peek with a "
+    "function that logs them, or print"
+)
+
+
 class _Checker:
     def __init__(self, topology: graph.Topology) -> None:
         self.topology = topology
@@ -74,7 +82,10 @@ class _Checker:
             for k, branch in enumerate(node.branches):
                 self.logic(node, f".branches[{k}].predicate", branch.predicate, into, boolean=True)
         elif isinstance(node, nodes.Peek):
-            self.logic(node, "", node.action, into)
+            if isinstance(node.action, nodes.Function):
+                self.logic(node, "", node.action, into)
+            else:
+                self.problem(node, "", _PEEK_EXPRESSION)
         elif isinstance(node, (nodes.MapValues, nodes.FlatMapValues)):
             self.logic(node, "", node.mapper, into)
             return _Record(into.key, None)

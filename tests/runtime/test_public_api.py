@@ -68,3 +68,25 @@ def test_a_commit_interval_is_refused_where_no_batches_are_spaced() -> None:
     low.stream("in").to("out")
     with pytest.raises(errors.StreamAppError, match="cannot be combined with latency: low"):
         StreamApp(low.build(), StreamsConfig(commit_interval_ms=500))
+
+
+def test_the_topology_s_application_id_names_the_app_and_its_progress_group() -> None:
+    from streamapp.runtime import StreamApp, StreamsConfig
+
+    manifest = """
+apiVersion: streamapp.io/v1alpha1
+kind: StreamApp
+metadata: {name: counts}
+spec:
+  topology:
+    %s
+    defaults: {keySerde: string, valueSerde: string}
+    streams:
+      - from: {topic: in}
+        steps: [{to: {topic: out}}]
+"""
+    named = StreamApp(manifest % "applicationId: counts-v2")
+    assert named.application_id == "counts-v2"
+    assert StreamApp(manifest % "").application_id == "counts"
+    chosen = StreamApp(manifest % "applicationId: counts-v2", StreamsConfig(application_id="mine"))
+    assert chosen.application_id == "mine"
