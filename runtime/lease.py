@@ -19,23 +19,28 @@ stopped. The operator names a Lease per app (``STREAMAPP_LEASE``); the driver
 With ``exactly_once_v2`` the transactional producers fence a zombie as well (the same
 transactional ids: the newer ``initTransactions`` aborts and fences the older producer).
 
-The driver reaches the API server through the ``kubernetes`` client (``CoordinationV1Api``) with
-its service-account token (``/var/run/secrets/kubernetes.io/serviceaccount``, or
-``STREAMAPP_SERVICEACCOUNT_DIR``), at ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` — the
-in-cluster configuration. Importing the client takes 0.4-1.5 s: :func:`from_env` builds it in the
-background while the driver starts Spark, and this module does not import it.
+Only the standard library: the driver reaches the API server with its service-account token
+(``/var/run/secrets/kubernetes.io/serviceaccount``, or ``STREAMAPP_SERVICEACCOUNT_DIR``), at
+``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` — the in-cluster configuration. Not the
+``kubernetes`` client, measured (37.0.3, 2 cores): importing and building it with
+``CoordinationV1Api`` costs 0.5-1.5 s on the driver's start, which a hand-over waits for; its
+models write a Lease's times back without their fraction, and the API server refuses a
+whole-second ``renewTime`` so written (HTTP 400); and it re-reads a rotated token only once a
+minute. The three requests here (get, create, a conditional replace) need none of it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
+import http.client
 import ipaddress
 import json
 import logging
 import os
 import pathlib
+import socket
+import ssl
 import threading
 import time
 import uuid
@@ -69,13 +74,8 @@ STANDBY_ANNOTATION = "streamapp.io/standby"
 KEEPING_UP_ANNOTATION = "streamapp.io/keeping-up"
 #: How long a driver that released the Lease waits for its successor to keep up.
 HAND_OVER_WAIT_S = 10.0
-#: The name the API server's certificate is checked for when it is reached by IP — the name every
-#: cluster's serving certificate carries, whatever IP the ``kubernetes`` Service has (or the e2e
-#: node agent's proxy).
+#: The name the API server's certificate is checked for when it is reached by IP.
 TLS_NAME = "kubernetes.default.svc"
-#: Seconds one request to the API server may take in all: a driver cut off from it must notice
-#: well within the ``duration * 2 / 3`` it may write for without a renewal.
-TIMEOUT_S = 5.0
 DEFAULT_DURATION = 15
 #: How far apart the clocks of two drivers may be: a Lease whose renewTime is older than its
 #: duration plus this, by the waiting driver's wall clock, is taken over without observing it for
@@ -99,18 +99,13 @@ class Cancelled(errors.StreamAppError):
     """The driver was asked to stop while it waited for the Lease (it never started its query)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class InCluster:
-    """How to reach the API server from a Pod: its address, token file and CA file. Requests go
-    through the ``kubernetes`` client's ``CoordinationV1Api``, built at the first one."""
+    """How to reach the API server from a Pod: its address, token file and CA file."""
 
     server: str
     token_file: pathlib.Path
     ca_file: pathlib.Path | None
-    _api: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
-    _building: threading.Lock = dataclasses.field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> InCluster:
@@ -129,129 +124,54 @@ class InCluster:
         host = f"[{host}]" if ":" in host else host
         return cls(f"https://{host}:{port}", folder / "token", ca if ca.exists() else None)
 
-    # Each request returns (HTTP status, decoded JSON body) whatever the status, 409 included; the
-    # connection failing, a timeout, and a token or CA file that cannot be read (a volume being
-    # remounted) raise LeaseError. Bodies are plain dicts, as the API server sent them.
-
-    def read(self, namespace: str, name: str) -> tuple[int, Any]:
-        return self._call(
-            lambda api: api.read_namespaced_lease(
-                name, namespace, _preload_content=False, _request_timeout=TIMEOUT_S
-            )
-        )
-
-    def create(self, namespace: str, lease: Mapping[str, Any]) -> tuple[int, Any]:
-        return self._call(
-            lambda api: api.create_namespaced_lease(
-                namespace, dict(lease), _preload_content=False, _request_timeout=TIMEOUT_S
-            )
-        )
-
-    def replace(self, namespace: str, name: str, lease: Mapping[str, Any]) -> tuple[int, Any]:
-        """PUT, conditional on the ``metadata.resourceVersion`` the Lease carries: 409 when it was
-        written since it was read."""
-        return self._call(
-            lambda api: api.replace_namespaced_lease(
-                name, namespace, dict(lease), _preload_content=False, _request_timeout=TIMEOUT_S
-            )
-        )
-
-    def configuration(self) -> Any:
-        """The client's ``Configuration``: this server and CA file, the certificate checked for
-        :data:`TLS_NAME` when the server is an IP, no proxy from the environment, no retries (one
-        attempt of at most :data:`TIMEOUT_S`, which the renewal loop counts on), and the token
-        read again for every request (:meth:`_credentials`)."""
-        from kubernetes import client  # noqa: PLC0415 - 0.4-1.5 s: see build_in_background
-
-        # Typed, but its refresh_api_key_hook is declared None: the Configuration as Any.
-        config: Any = client.Configuration(host=self.server)
-        config.proxy = None  # the API server directly, whatever HTTPS_PROXY says
-        config.ssl_ca_cert = str(self.ca_file) if self.ca_file is not None else None
-        host = self.server.removeprefix("https://").rpartition(":")[0].strip("[]")
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body); connection problems, and a token or CA file that cannot
+        be read (a volume being remounted), raise :class:`LeaseError`."""
         try:
-            ipaddress.ip_address(host)
-            config.tls_server_name = TLS_NAME
-        except ValueError:
-            pass  # a name: the certificate is checked for it
-        config.retries = False
-        config.refresh_api_key_hook = self._credentials
-        self._credentials(config)
-        return config
-
-    def _credentials(self, config: Any) -> None:
-        """The client's refresh hook, called as each request is built: a projected token is
-        rotated by the kubelet, so it is read each time — and so is the CA file, only so that one
-        that cannot be read is named (urllib3 loads it for each new connection)."""
-        try:
+            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+            # Read each time: a projected token is rotated by the kubelet.
             token = self.token_file.read_text().strip()
-            if self.ca_file is not None:
-                self.ca_file.read_bytes()
         except OSError as err:
             raise LeaseError(f"service-account credentials for {self.server}: {err}") from err
-        config.api_key["authorization"] = f"Bearer {token}"
-
-    def build_in_background(self) -> None:
-        """Import and build the client in a daemon thread: 0.4-1.5 s (measured on 2 busy cores),
-        which, started before Spark, overlap the JVM's start instead of delaying the driver's
-        first request once Spark is up. That request waits for the build; a failure here is left
-        for it to raise."""
-
-        def build() -> None:
-            with contextlib.suppress(Exception):
-                self._coordination()
-
-        threading.Thread(target=build, name="lease-client", daemon=True).start()
-
-    def _coordination(self) -> Any:
-        with self._building:
-            if self._api is None:
-                from kubernetes import client  # noqa: PLC0415
-
-                api_client = client.ApiClient(self.configuration())
-                api_client.user_agent = "streamapp-driver"  # the Lease's managedFields manager too
-                self._api = client.CoordinationV1Api(api_client)
-            return self._api
-
-    def _call(self, request: Callable[[Any], Any]) -> tuple[int, Any]:
-        import urllib3  # noqa: PLC0415
-        from kubernetes.client import ApiException  # noqa: PLC0415
-
+        host, _, port = self.server.removeprefix("https://").rpartition(":")
+        conn = _Connection(host.strip("[]"), int(port), context=context, timeout=5)
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         try:
-            response = request(self._coordination())
-        except ApiException as err:
-            if not err.status:  # no HTTP answer: how the client reports a TLS failure
-                raise LeaseError(f"API server {self.server}: {_one_line(err.reason)}") from err
-            return int(err.status), _decoded(err.body)
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        except (OSError, http.client.HTTPException) as err:
             raise LeaseError(f"API server {self.server}: {err}") from err
-        except ValueError as err:  # the client's own validation of a request (pydantic)
-            raise LeaseError(f"Lease request to {self.server} not sent: {err}") from err
-        return int(response.status), _decoded(response.data)
+        finally:
+            conn.close()
+        try:
+            decoded = json.loads(payload or b"null")
+        except ValueError:
+            decoded = {"message": payload.decode(errors="replace")}
+        return resp.status, decoded
 
 
-def _decoded(payload: bytes | str | None) -> Any:
-    try:
-        return json.loads(payload or b"null")
-    except ValueError:
-        text = payload.decode(errors="replace") if isinstance(payload, bytes) else str(payload)
-        return {"message": text}
+class _Connection(http.client.HTTPSConnection):
+    """HTTPS to the API server's address, its certificate checked for the name
+    ``kubernetes.default.svc`` when the address is an IP — the name every cluster's serving
+    certificate carries, whatever IP the ``kubernetes`` Service has (or an agent's proxy)."""
 
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        try:
+            ipaddress.ip_address(self.host)
+            name = TLS_NAME
+        except ValueError:
+            name = self.host
+        self.sock = self._context.wrap_socket(sock, server_hostname=name)  # type: ignore[attr-defined]
 
 
 def _now() -> str:
-    return _stamp(datetime.datetime.now(datetime.UTC))
-
-
-def _stamp(moment: datetime.datetime) -> str:
-    """A Lease's MicroTime, never on a whole second: the ``kubernetes`` client (37.x) sends a Lease
-    through its model, whose datetimes it writes with ``isoformat()``, which leaves out a
-    ``.000000`` fraction, and the API server parses a MicroTime with exactly six fraction digits
-    (HTTP 400: cannot parse "+00:00" as ".000000")."""
-    moment = moment if moment.microsecond else moment.replace(microsecond=1)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Lease:
@@ -270,6 +190,7 @@ class Lease:
         self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
         self.duration = duration
         self._clock = clock
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self._renewed: float | None = None  # monotonic time of the last successful write as holder
         self._lost: str | None = None
         self._stop = threading.Event()
@@ -291,7 +212,7 @@ class Lease:
         said = 0.0
         announced = False
         while True:
-            code, lease = self.api.read(self.namespace, self.name)
+            code, lease = self.api.request("GET", self._path)
             if code == 404:
                 if self._create():
                     return self._clock() - began
@@ -333,7 +254,7 @@ class Lease:
         """Who else holds the Lease and renewed it recently (a running driver), or None (nobody,
         this driver, an expired holder, or the API server not answering)."""
         try:
-            code, lease = self.api.read(self.namespace, self.name)
+            code, lease = self.api.request("GET", self._path)
         except LeaseError:
             return None
         if code != 200:
@@ -352,7 +273,9 @@ class Lease:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": self._spec(transitions=0),
         }
-        code, answer = self.api.create(self.namespace, body)
+        code, answer = self.api.request(
+            "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body
+        )
         if code == 409:
             return False  # another driver created it first: read it again
         if code not in (200, 201):
@@ -368,7 +291,7 @@ class Lease:
         if annotations.get(STANDBY_ANNOTATION) == self.identity:
             return True
         lease["metadata"]["annotations"] = {**annotations, STANDBY_ANNOTATION: self.identity}
-        code, _ = self.api.replace(self.namespace, self.name, lease)
+        code, _ = self.api.request("PUT", self._path, lease)
         return code == 200  # 409: the holder renewed meanwhile; said on the next look
 
     def _take(self, lease: dict[str, Any], *, expired: bool) -> bool:
@@ -380,7 +303,7 @@ class Lease:
         previous = spec.get("holderIdentity") or ""
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if previous == self.identity else 1)
         lease["spec"] = self._spec(transitions=transitions)
-        code, answer = self.api.replace(self.namespace, self.name, lease)
+        code, answer = self.api.request("PUT", self._path, lease)
         if code == 409:
             return False  # someone else wrote first (resourceVersion): look again
         if code != 200:
@@ -409,7 +332,7 @@ class Lease:
             return self._renew()
 
     def _renew(self) -> bool:
-        code, lease = self.api.read(self.namespace, self.name)
+        code, lease = self.api.request("GET", self._path)
         if code != 200:
             _log.warning("renewing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(lease))
             return False
@@ -419,7 +342,7 @@ class Lease:
             self._changed()
             return False
         lease["spec"]["renewTime"] = _now()
-        code, answer = self.api.replace(self.namespace, self.name, lease)
+        code, answer = self.api.request("PUT", self._path, lease)
         if code != 200:
             _log.warning(
                 "renewing Lease %s/%s: HTTP %s %s", self.namespace, self.name, code, _message(answer)
@@ -499,12 +422,12 @@ class Lease:
         try:
             for _ in range(3):
                 with self._writing:  # not between a renewal's read and write (a 409 for it)
-                    code, lease = self.api.read(self.namespace, self.name)
+                    code, lease = self.api.request("GET", self._path)
                     if code != 200 or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                         return False
                     annotations = dict(lease["metadata"].get("annotations") or {})
                     lease["metadata"]["annotations"] = {**annotations, KEEPING_UP_ANNOTATION: self.identity}
-                    code, answer = self.api.replace(self.namespace, self.name, lease)
+                    code, answer = self.api.request("PUT", self._path, lease)
                 if code == 200:
                     return True
                 if code != 409:  # 409: written meanwhile (the operator); read it again
@@ -524,7 +447,7 @@ class Lease:
         successor: str | None = None
         while True:
             try:
-                code, lease = self.api.read(self.namespace, self.name)
+                code, lease = self.api.request("GET", self._path)
             except LeaseError:
                 return successor, None
             if code != 200:
@@ -549,12 +472,12 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=10)
         try:
-            code, lease = self.api.read(self.namespace, self.name)
+            code, lease = self.api.request("GET", self._path)
             if code != 200 or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return False
             lease["spec"]["holderIdentity"] = None
             lease["spec"]["renewTime"] = _now()
-            code, answer = self.api.replace(self.namespace, self.name, lease)
+            code, answer = self.api.request("PUT", self._path, lease)
             if code == 200:
                 _log.info("released Lease %s/%s", self.namespace, self.name)
                 return True
@@ -602,9 +525,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Lease | None:
     # holder. The Pod's UID lets the operator release the Lease of a driver it saw end.
     identity = f"{pod}/{env.get('STREAMAPP_DRIVER_POD_UID') or uuid.uuid4().hex[:12]}"
     duration = int(env.get("STREAMAPP_LEASE_SECONDS") or DEFAULT_DURATION)
-    api = InCluster.from_env(env)
-    api.build_in_background()  # while the caller starts Spark
-    return Lease(api, namespace=namespace, name=name, identity=identity, duration=duration)
+    return Lease(
+        InCluster.from_env(env), namespace=namespace, name=name, identity=identity, duration=duration
+    )
 
 
 def _file_namespace(env: Mapping[str, str]) -> str:
