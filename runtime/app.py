@@ -198,7 +198,9 @@ class StreamApp:
                 )
         spec = self.manifest.spec if self.manifest is not None else None
         name = self.config.application_id or self.topology.application_id
-        self.application_id: str = name or (self.manifest.metadata.name if self.manifest else None) or "streamapp"
+        self.application_id: str = (
+            name or (self.manifest.metadata.name if self.manifest else None) or "streamapp"
+        )
         kafka = spec.kafka if spec is not None else None
         self.bootstrap_servers = self.config.bootstrap_servers or (kafka.bootstrap_servers if kafka else None)
         self.checkpoint_location = self.config.checkpoint_location or (
