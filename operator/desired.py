@@ -30,6 +30,7 @@ from streamapp.runtime import manifest
 from streamapp.runtime.expressions import check
 from streamapp.runtime.kafka import security
 from streamapp.runtime.manifest import deployment, models
+from streamapp.runtime.topology import graph
 
 __all__ = [
     "APP_LABEL",
@@ -253,12 +254,16 @@ def _service(ref: AppRef) -> dict[str, Any]:
     }
 
 
-def _describe(app: models.StreamApp) -> str:
+def _describe(app: models.StreamApp, topology: graph.Topology | None) -> str:
+    if topology is not None:
+        return topology.describe()
     with check.functions_by_form_only():  # the app's functions live in its image, not here
         return manifest.build_topology(app).describe()
 
 
-def _config_map(ref: AppRef, app: models.StreamApp, conf: dict[str, str]) -> dict[str, Any]:
+def _config_map(
+    ref: AppRef, app: models.StreamApp, conf: dict[str, str], topology: graph.Topology | None
+) -> dict[str, Any]:
     # spec.deployment is how the app runs here, which the files below and the Pod already say;
     # leaving it out keeps a bounds-only change (or suspend) from restarting the driver.
     document = app.model_dump(
@@ -271,7 +276,7 @@ def _config_map(ref: AppRef, app: models.StreamApp, conf: dict[str, str]) -> dic
         "data": {
             "app.yaml": yaml.safe_dump(document, sort_keys=False),
             "spark-defaults.conf": "".join(f"{key} {value}\n" for key, value in sorted(conf.items())),
-            "topology.txt": _describe(app),
+            "topology.txt": _describe(app, topology),
         },
     }
 
@@ -393,12 +398,13 @@ def render(
     options: Options | None = None,
     credentials: str | None = None,
     slot: int = 0,
+    topology: graph.Topology | None = None,
 ) -> Desired:
     """Everything the app should have, with ``executors`` executors (see :mod:`scaling`).
 
     ``credentials``: digest of the Kafka credentials now in the Secrets (None: no Secrets, or
     unknown); it is annotated on the driver, outside the revision, so that an unreadable Secret
-    never looks like a change.
+    never looks like a change. ``topology``: the app's, when the caller has built it already.
     """
     options = options or Options()
     spec = app.spec
@@ -414,7 +420,7 @@ def render(
         plan=plan,
         executors=executors,
     )
-    config_map = _config_map(ref, app, conf)
+    config_map = _config_map(ref, app, conf, topology)
     driver = _driver(ref, spec, options, config_map["metadata"]["name"], service_account)
     revision = _revision(driver, config_map)  # the same in either slot
     if slot != 0:

@@ -13,7 +13,9 @@ import dataclasses
 import datetime
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from streamapp.operator import kafka_probe, status
 from streamapp.runtime.manifest import deployment
 
 __all__ = [
@@ -22,10 +24,12 @@ __all__ = [
     "Arrival",
     "Load",
     "Scaled",
+    "Sized",
     "arrival",
     "autoscale",
     "desired_executors",
     "sample_seconds",
+    "size",
     "total_partitions",
 ]
 
@@ -169,3 +173,80 @@ def autoscale(
     if span >= window * 0.9 and max(n for _, n in kept) < current:
         return Scaled(max(n for _, n in kept), [], f"{why}: scale down")
     return Scaled(current, kept, f"{why}; recommends {recommended}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sized:
+    """One reconciliation's sizing: the executors, the autoscaler's status (None without
+    autoscale) and, when the autoscaler changed the count, why (the Autoscaled event)."""
+
+    executors: int
+    status: dict[str, Any] | None = None
+    change: str | None = None
+
+
+def size(
+    plan: deployment.Deployment,
+    *,
+    partitions: int | None,
+    standing: kafka_probe.Standing | None,
+    previous: Mapping[str, Any],
+    drivers: int,
+    now: str,
+) -> Sized:
+    """The executors to run: :func:`desired_executors`, or with autoscale :func:`autoscale` fed
+    from and written back to the status (``previous``: its recommendations and last input sample;
+    steady while the app is Ready and Running its target revision with ``drivers`` driver Pods: 1)."""
+    if plan.autoscale is None:
+        return Sized(desired_executors(plan.executors, partitions))
+    clock = status.parse_time(now)
+    assert clock is not None
+    before = previous.get("autoscale") or {}
+    remembered = [
+        (when, int(r["executors"]))
+        for r in before.get("recommendations") or []
+        if (when := status.parse_time(r.get("time"))) is not None
+    ]
+    current = (previous.get("executors") or {}).get("desired")
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in previous.get("conditions") or []
+    )
+    steady = (
+        ready
+        and previous.get("phase") == "Running"
+        and previous.get("currentRevision") == previous.get("targetRevision")
+        and drivers == 1
+    )
+    sample = before.get("input") or {}
+    sampled = status.parse_time(sample.get("time"))
+    last = None
+    if sampled is not None and isinstance(sample.get("end"), int):
+        last = Arrival(sampled, sample["end"], sample.get("rate"))
+    end = standing.end if standing is not None else None
+    arrived = arrival(last, end, clock, every=sample_seconds(plan.autoscale))
+    load = None
+    if standing is not None and arrived is not None and arrived.rate is not None:
+        load = Load(rate=arrived.rate, lag=standing.lag)
+    scaled = autoscale(
+        plan.executors, plan.autoscale, partitions=partitions, current=current, load=load,
+        recommendations=remembered, now=clock, steady=steady,
+    )  # fmt: skip
+    change = None
+    if current is not None and scaled.executors != current:
+        change = f"executors {current} → {scaled.executors}: {scaled.reason}"
+    return Sized(scaled.executors, _status(scaled, arrived), change)
+
+
+def _status(scaled: Scaled, arrived: Arrival | None) -> dict[str, Any]:
+    """The autoscaler's part of the status, as :func:`size` reads it back next time."""
+    sampled = None
+    if arrived is not None:
+        rate = None if arrived.rate is None else round(arrived.rate, 2)
+        sampled = {"time": status.format_time(arrived.time), "end": arrived.end, "rate": rate}
+    return {
+        "reason": scaled.reason,
+        "recommendations": [
+            {"time": status.format_time(when), "executors": n} for when, n in scaled.recommendations
+        ],
+        "input": sampled,
+    }

@@ -29,6 +29,8 @@ __all__ = [
     "format_time",
     "not_processing",
     "parse_time",
+    "rollback_reason",
+    "say_rolled_back",
 ]
 
 #: A driver that exited, even with 0, has stopped processing: a streaming query does not finish.
@@ -307,3 +309,27 @@ def _message(verdict: _Verdict) -> str:
         if active and text:
             return text
     return verdict.ready[2]
+
+
+def rollback_reason(previous: Mapping[str, Any]) -> str | None:
+    """Why the spec's revision was given up, as the status said it (it stays until the spec changes)."""
+    return next(
+        (
+            c.get("message")
+            for c in previous.get("conditions") or []
+            if c.get("type") == "Degraded" and c.get("reason") == "RollbackUpgrade"
+        ),
+        None,
+    )
+
+
+def say_rolled_back(new: dict[str, Any], message: str) -> None:
+    """Degraded and Progressing say why the spec's revision was given up, until the spec changes."""
+    for cond in new["conditions"]:
+        if cond["type"] in ("Degraded", "Progressing"):
+            cond.update(
+                status="True" if cond["type"] == "Degraded" else "False",
+                reason="RollbackUpgrade",
+                message=message,
+            )
+    new["message"] = message

@@ -4,7 +4,8 @@ The runtime's manifest validator checks the topology the way ``streamapp validat
 expressions through a Spark-dialect parser, serdes, stream references) without a JVM. On top of
 that a cluster needs what a laptop run can default: a broker address, a checkpoint every executor
 reaches, a name short enough for the objects derived from it, and Spark settings the operator owns
-left to the operator.
+left to the operator. And a change must leave the state in the running checkpoint readable
+(:func:`incompatible_state`, against the fingerprint the status recorded: :func:`held_state`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ from typing import Any
 
 import yaml
 
-from streamapp.operator import errors
+from streamapp.operator import desired, errors
 from streamapp.runtime import errors as runtime_errors
 from streamapp.runtime import manifest
 from streamapp.runtime.expressions import check
 from streamapp.runtime.manifest import models
+from streamapp.runtime.topology import graph, state
 
-__all__ = ["MAX_NAME_LENGTH", "RESERVED_SPARK_CONF", "parse", "problems", "to_manifest"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "RESERVED_SPARK_CONF",
+    "held_state",
+    "incompatible_state",
+    "parse",
+    "problems",
+    "to_manifest",
+]
 
 #: Executor Pods are named ``<name>-exec-<id>``; Spark allows a prefix of at most 47 characters.
 MAX_NAME_LENGTH = 42
@@ -114,3 +124,40 @@ def parse(*, name: str, namespace: str | None, spec: Mapping[str, Any]) -> model
     if found:
         raise errors.InvalidSpecError(found)
     return models.StreamApp.model_validate(to_manifest(name=name, namespace=namespace, spec=spec))
+
+
+def held_state(
+    app: models.StreamApp, topology: graph.Topology, recorded: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint.
+    ``recorded`` (the running revision's, from the status) on the same checkpoint says which
+    windowed aggregations stay on the Python engine that wrote their state, as the driver decides
+    from its checkpoint's record."""
+    checkpoint = desired.checkpoint(app.spec)
+    before = None
+    if recorded and recorded.get("checkpoint") == checkpoint and recorded.get("version") == state.VERSION:
+        before = recorded.get("steps")
+    return {"checkpoint": checkpoint, "version": state.VERSION, "steps": state.resumed(topology, before)[1]}
+
+
+def incompatible_state(
+    recorded: Mapping[str, Any] | None, held: Mapping[str, Any]
+) -> list[runtime_errors.Problem]:
+    """Why the running revision's state (``recorded``, from the status) cannot be read by the
+    new spec's topology on the same checkpoint; empty when it can, or when the checkpoint changes
+    (a reset) or nothing was recorded. The driver checks again against its checkpoint's record."""
+    if not recorded or recorded.get("checkpoint") != held["checkpoint"]:
+        return []
+    if recorded.get("version") != held["version"]:
+        return []
+    found = state.changes(recorded.get("steps") or [], held["steps"])
+    if not found:
+        return []
+    return [
+        runtime_errors.Problem(
+            "spec.topology",
+            f"the checkpoint {held['checkpoint']} holds state the new topology cannot read: "
+            + "; ".join(found)
+            + ". Revert the change, or reprocess on a fresh checkpoint (spec.deployment.reset)",
+        )
+    ]
