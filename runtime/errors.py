@@ -2,6 +2,9 @@
 
     StreamAppError
     ├── RunFailed         the app ran and failed: its query, or its plan on the input (exit 1)
+    ├── IncompatibleState the checkpoint holds state of other stateful steps than the topology's
+    ├── CheckpointLayoutError  the checkpoint was written by another StreamApp, in another layout;
+    │                          says what was found and how to reset
     ├── KafkaCredentialsError  the Secret material spec.kafka.tls/sasl names is missing or unusable;
     │                          says which field, Secret and key, and where it was looked for
     ├── ManifestError     a manifest is invalid; ``problems`` lists every Problem found
@@ -20,6 +23,7 @@ import re
 from collections.abc import Sequence
 
 __all__ = [
+    "CheckpointLayoutError",
     "IncompatibleState",
     "KafkaCredentialsError",
     "ManifestError",
@@ -60,6 +64,22 @@ class IncompatibleState(StreamAppError):
             + "; ".join(self.changes)
             + ". Revert the change, or reprocess on a fresh checkpoint (spec.deployment.reset, "
             "or another checkpointLocation)"
+        )
+
+
+class CheckpointLayoutError(StreamAppError):
+    """The checkpoint's state is not in the layout this StreamApp reads
+    (``layout``: :data:`streamapp.runtime.spark.checkpoints.LAYOUT`); ``found`` says what it is,
+    e.g. ``written by an earlier StreamApp, layout 0``. No StreamApp converts another layout: the
+    app resets."""
+
+    def __init__(self, checkpoint: str, found: str, *, layout: int) -> None:
+        self.checkpoint, self.found = checkpoint, found
+        super().__init__(
+            f"the checkpoint {checkpoint} was {found}; this StreamApp reads checkpoint layout {layout} only. "
+            "Reset the app to reprocess its input on a fresh checkpoint: a new checkpoint location "
+            "(spec.checkpointLocation, or streamapp run --checkpoint), or in a cluster "
+            "spec.deployment.reset with a new id (the operator keeps the old checkpoint)"
         )
 
 

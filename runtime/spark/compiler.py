@@ -201,9 +201,7 @@ class _Compiler:
         # Kafka Streams serialises a re-keyed record with the default key serde (no Grouped serde
         # in a manifest).
         serde = self.topology.default_key_serde.name if self.topology.default_key_serde else "bytes"
-        return engine.Tasks(
-            checkpoints.tasks(spark), key_serde=serde, partitioner=checkpoints.task_hash(spark)
-        )
+        return engine.Tasks(checkpoints.tasks(spark), key_serde=serde)
 
     def compile(self) -> DataFrame:
         for node in self.topology.nodes:

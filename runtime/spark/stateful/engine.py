@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamapp.runtime.spark import checkpoints, codecs, frames, jvm_udfs
+from streamapp.runtime.spark import codecs, frames, jvm_udfs
 from streamapp.runtime.spark.frames import RECORD_COLUMNS, RecordFrame
 from streamapp.runtime.spark.stateful.blob_processor import BlobProcessor
 
@@ -81,26 +81,21 @@ def run(df: DataFrame, group: str, step: Step, output_schema: str) -> DataFrame:
 class Tasks:
     """Kafka Streams' tasks after a key change: the ``count`` partitions of its repartition topic,
     where a record goes by Kafka's default partitioner (murmur2 of its key serialised with
-    ``key_serde``, the app's default key serde). ``partitioner`` ``spark`` (Spark's hash of the
-    key) is what a checkpoint created before that keeps (``checkpoints.TASK_HASH_CONF``)."""
+    ``key_serde``, the app's default key serde)."""
 
     count: int
     key_serde: str = "string"
-    partitioner: str = checkpoints.MURMUR2
 
 
 def hash_task(df: DataFrame, column: str, tasks: Tasks) -> Column:
     """The task of a record of ``df`` regrouped by ``column`` (its key, after a key change): the
     partition of the repartition topic Kafka Streams would write it to
-    (``io.streamapp.spark.KafkaPartition``), or Spark's hash modulo the tasks (see :class:`Tasks`)."""
-    spark_hash = F.pmod(F.hash(column), F.lit(tasks.count)).cast("int")
-    if tasks.partitioner == checkpoints.SPARK_HASH:
-        return spark_hash
+    (``io.streamapp.spark.KafkaPartition``; see :class:`Tasks`)."""
     key = _key_bytes(df, column, tasks.key_serde)
     kafka = jvm_udfs.call("kafka_partition", key, F.lit(tasks.count), spark=df.sparkSession)
     # A null key (a left foreign-key join's row without a foreign key) has no partition in Kafka:
-    # it keeps the task Spark's hash gave it (hash(null) is the seed), one task like any key's.
-    return F.coalesce(kafka, spark_hash)
+    # it gets the task Spark's hash gives it (hash(null) is the seed), one task like any key's.
+    return F.coalesce(kafka, F.pmod(F.hash(column), F.lit(tasks.count)).cast("int"))
 
 
 def _key_bytes(df: DataFrame, column: str, serde: str) -> Column:
@@ -136,10 +131,7 @@ def run_by_task(df: DataFrame, task: str, step: Step, output_schema: str) -> Dat
 
 def task_key(spark: SparkSession, task: Column) -> Column:
     """The grouping key of task number ``task``: the key Spark's hash partitioning puts in state
-    partition ``task mod n`` (``io.streamapp.spark.TaskKey``), or the task number itself for a
-    checkpoint whose state is keyed that way (its record says; see ``checkpoints.TASK_KEYS_CONF``)."""
-    if spark.conf.get(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD) != checkpoints.SPREAD:
-        return task
+    partition ``task mod n`` (``io.streamapp.spark.TaskKey``)."""
     return jvm_udfs.call("task_key", task.cast("int"), spark=spark)
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamapp.runtime.spark import checkpoints, codecs, frames
+from streamapp.runtime.spark import codecs, frames
 from streamapp.runtime.spark.frames import Logic, RecordFrame
 from streamapp.runtime.spark.stateful import engine, frontier, windows
 from streamapp.runtime.spark.stateful.aggregation import Aggregator
@@ -283,12 +283,9 @@ def _on_jvm(
     spark = rows.sparkSession
     jvm = spark.sparkContext._jvm
     assert jvm is not None and aggregator.name is not None
-    # A text key is kept as the bytes Kafka gave (checkpoints.WINDOW_KEYS_CONF): the state's key,
-    # and the output's until the string the plan expects.
-    text_as_bytes = (
-        isinstance(rows.schema["key"].dataType, T.StringType)
-        and checkpoints.window_keys(spark) == checkpoints.BYTES_KEYS
-    )
+    # A text key is kept as the bytes Kafka gave: the state's key, and the output's until the
+    # string the plan expects.
+    text_as_bytes = isinstance(rows.schema["key"].dataType, T.StringType)
     if text_as_bytes:
         rows = rows.withColumn("key", F.col("key").cast("binary"))
     if aggregator.name == "count":
@@ -299,15 +296,10 @@ def _on_jvm(
     value_type = rows.schema["value"].dataType.json()
     late = late_counter.jvm if late_counter is not None else None
     tail = (emit, aggregator.name, value_type, schema, late)
-    listing = checkpoints.window_listing(spark)  # how sessions and sliding windows list their keys
     if spec.kind == "session":
-        jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(
-            keyed, spec.size, spec.grace, *tail, listing
-        )
+        jdf = jvm.io.streamapp.spark.SessionWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
     elif spec.kind == "sliding":
-        jdf = jvm.io.streamapp.spark.SlidingWindowAggregation.apply(
-            keyed, spec.size, spec.grace, *tail, listing
-        )
+        jdf = jvm.io.streamapp.spark.SlidingWindowAggregation.apply(keyed, spec.size, spec.grace, *tail)
     else:
         jdf = jvm.io.streamapp.spark.TimeWindowAggregation.apply(
             keyed, spec.size, spec.advance, spec.grace, *tail

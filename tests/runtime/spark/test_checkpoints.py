@@ -1,4 +1,5 @@
-"""State partitions are fixed and recorded when a checkpoint is created, and enforced afterwards."""
+"""State partitions are fixed and recorded when a checkpoint is created, and enforced afterwards;
+a checkpoint of another layout is refused."""
 
 from __future__ import annotations
 
@@ -21,13 +22,9 @@ if TYPE_CHECKING:
 
 @pytest.fixture(autouse=True)
 def _task_confs_reset(spark: SparkSession) -> Iterator[None]:
-    """The tests here set the session's task confs; the next test (another module's) starts without."""
+    """The tests here set the session's task conf; the next test (another module's) starts without."""
     yield
     spark.conf.unset(checkpoints.TASKS_CONF)
-    spark.conf.unset(checkpoints.TASK_HASH_CONF)
-    spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
-    spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
-    spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
 
 
 def _record(folder: pathlib.Path) -> dict[str, object]:
@@ -64,7 +61,7 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
     spark: SparkSession, tmp_path: pathlib.Path
 ) -> None:
     """Kafka Streams' task count (its repartition topics' partitions) is fixed with the checkpoint,
-    whatever the state partitions; an older record's tasks were its state partitions."""
+    whatever the state partitions."""
 
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
@@ -79,17 +76,6 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
         alone = tmp_path / "alone"
         checkpoints.state_partitions(spark, str(alone), requested=3, default=1)
         assert _record(alone)["tasks"] == 3 and checkpoints.tasks(spark) == 3
-        # Recorded before tasks were (spread keys or not): the tasks were the state partitions.
-        for keys in ("spread", "task"):
-            old = tmp_path / f"old-{keys}"
-            (old / "offsets").mkdir(parents=True)
-            (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4, "taskKeys": keys}))
-            assert checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=6) == 4
-            assert _record(old) == {
-                "statePartitions": 4, "taskKeys": keys, "tasks": 4, "taskHash": "spark", "windowKeys": "text",
-                "windowListing": "ring",
-            }  # fmt: skip
-            assert checkpoints.tasks(spark) == 4
         # A plan compiled without a checkpoint record: its state partitions.
         spark.conf.unset(checkpoints.TASKS_CONF)
         spark.conf.set("spark.sql.shuffle.partitions", "5")
@@ -130,10 +116,11 @@ def test_a_checkpoint_refuses_a_topology_whose_state_it_cannot_hold(
             checkpoints.state_partitions(spark, checkpoint, requested=None, default=2, steps=per_window("5m"))
         assert "windows was 'tumbling 60000 ms', now 'tumbling 300000 ms'" in str(err.value)
         assert "spec.deployment.reset" in str(err.value)
-        # A checkpoint recorded before fingerprints existed gets this topology's, then holds to it.
+        # A record without a fingerprint (or of another fingerprint version) gets this topology's,
+        # then holds to it.
         old = tmp_path / "old"
         old.mkdir()
-        (old / "streamapp.json").write_text(json.dumps({"statePartitions": 2}))
+        (old / "streamapp.json").write_text(json.dumps({"statePartitions": 2, "tasks": 2, "layout": 1}))
         checkpoints.state_partitions(spark, str(old), requested=None, default=2, steps=per_window("5m"))
         assert json.loads((old / "streamapp.json").read_text())["state"]["steps"] == per_window("5m")
         with pytest.raises(errors.IncompatibleState):
@@ -151,7 +138,9 @@ def test_the_driver_refuses_before_its_query_reads_the_state(
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
     written = {"version": state.VERSION, "steps": []}  # a stateless app wrote this checkpoint
-    (checkpoint / "streamapp.json").write_text(json.dumps({"statePartitions": 2, "state": written}))
+    (checkpoint / "streamapp.json").write_text(
+        json.dumps({"statePartitions": 2, "tasks": 2, "layout": 1, "state": written})
+    )
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         with pytest.raises(errors.IncompatibleState, match="changed from 0 to 1"):
@@ -162,40 +151,6 @@ def test_the_driver_refuses_before_its_query_reads_the_state(
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
     assert spark.streams.active == []
-
-
-def test_task_keys_are_spread_on_a_new_checkpoint_and_kept_by_task_on_an_old_one_with_state(
-    spark: SparkSession, tmp_path: pathlib.Path
-) -> None:
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    try:
-        new = tmp_path / "new"
-        checkpoints.state_partitions(spark, str(new), requested=None, default=4)
-        assert _record(new)["taskKeys"] == "spread" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
-        # Recorded before task keys existed, with Spark state (an offset log): its groups stay keyed
-        # by task number, and the record says so from now on.
-        old = tmp_path / "old"
-        (old / "offsets").mkdir(parents=True)
-        (old / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
-        checkpoints.state_partitions(spark, str(old), requested=None, default=4)
-        assert _record(old)["taskKeys"] == "task" and spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
-        checkpoints.state_partitions(spark, str(old), requested=None, default=4)
-        assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "task"
-        # The same without state (never ran a batch): nothing is keyed yet, it takes the spread keys.
-        empty = tmp_path / "empty"
-        empty.mkdir()
-        (empty / "streamapp.json").write_text(json.dumps({"statePartitions": 4}))
-        checkpoints.state_partitions(spark, str(empty), requested=None, default=4)
-        assert _record(empty)["taskKeys"] == "spread"
-        assert spark.conf.get(checkpoints.TASK_KEYS_CONF) == "spread"
-        # Older still (no record at all, but state): by task.
-        older = tmp_path / "older"
-        (older / "offsets").mkdir(parents=True)
-        checkpoints.state_partitions(spark, str(older), requested=None, default=4)
-        assert _record(older)["taskKeys"] == "task"
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", before or "2")
-        spark.conf.unset(checkpoints.TASKS_CONF)
 
 
 def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSession) -> None:
@@ -218,86 +173,89 @@ def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSess
         assert [r[f"b{n}"] for n in n_values] == [r["t"] % n for n in n_values]
     # What the spread keys fix: tasks 0-3 by their own number use 2 of 4 partitions.
     assert sorted({r["by_task4"] for r in rows if r["t"] < 4}) == [2, 3]
-    spark.conf.set(checkpoints.TASK_KEYS_CONF, "task")
-    try:
-        same = tasks.select(engine.task_key(spark, F.col("t")).alias("k")).collect()
-        assert [r["k"] for r in same] == list(range(64))
-    finally:
-        spark.conf.set(checkpoints.TASK_KEYS_CONF, "spread")
 
 
-def test_a_new_checkpoint_places_re_keyed_records_as_kafka_does_and_an_older_one_as_it_did(
-    spark: SparkSession, tmp_path: pathlib.Path
+def test_a_new_checkpoint_records_its_layout(spark: SparkSession, tmp_path: pathlib.Path) -> None:
+    """A new checkpoint records layout 1 and what it was created with; a restart keeps the record."""
+    new = tmp_path / "new"
+    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
+    created = _record(new)
+    assert created == {"statePartitions": 2, "tasks": 4, "createdAtMs": created["createdAtMs"], "layout": 1}
+    # A restart of a checkpoint that ran (Spark state beside its record) reads it as it is.
+    (new / "offsets").mkdir()
+    assert checkpoints.state_partitions(spark, str(new), requested=None, default=3, tasks=6) == 2
+    assert _record(new) == created and checkpoints.tasks(spark) == 4
+
+
+_NO_LAYOUT = "written by an earlier StreamApp, layout 0 (its streamapp.json records none)"
+
+
+@pytest.mark.parametrize(
+    ("record", "found"),
+    [
+        # Recorded by an earlier StreamApp: no layout (task keys, task hash, window keys and
+        # listing each recorded on its own, or not at all).
+        ({"statePartitions": 4}, _NO_LAYOUT),
+        (
+            {"statePartitions": 2, "taskKeys": "spread", "tasks": 4, "taskHash": "murmur2",
+             "windowKeys": "bytes", "windowListing": "chunks"},
+            _NO_LAYOUT,
+        ),
+        # Spark state and no record at all: from before the record existed.
+        (None, "written by an earlier StreamApp, layout 0 (Spark state without a streamapp.json)"),
+        ({"statePartitions": 2, "tasks": 2, "layout": 2}, "written by a later StreamApp, layout 2"),
+        ({"statePartitions": 2, "tasks": 2, "layout": "1"}, 'written by another StreamApp, layout "1"'),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_of_another_layout_is_refused_with_how_to_reset(
+    spark: SparkSession, tmp_path: pathlib.Path, record: dict[str, object] | None, found: str
 ) -> None:
-    """Kafka's partitioner on the serialised key (Kafka Streams' repartition topic) for a new
-    checkpoint; Spark's hash for one recorded before (its task-grouped state was placed so)."""
+    old = tmp_path / "old"
+    (old / "offsets").mkdir(parents=True)
+    if record is not None:
+        (old / "streamapp.json").write_text(json.dumps(record))
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
-        new = tmp_path / "new"
-        checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-        assert _record(new)["taskHash"] == "murmur2" and checkpoints.task_hash(spark) == "murmur2"
-        checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-        assert checkpoints.task_hash(spark) == "murmur2"
-        older = tmp_path / "older"  # recorded by the previous release: tasks, but no task hash
-        (older / "offsets").mkdir(parents=True)
-        (older / "streamapp.json").write_text(
-            json.dumps({"statePartitions": 2, "taskKeys": "spread", "tasks": 4})
-        )
-        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
-        assert _record(older)["taskHash"] == "spark" and checkpoints.task_hash(spark) == "spark"
-        spark.conf.unset(checkpoints.TASK_HASH_CONF)
-        assert checkpoints.task_hash(spark) == "murmur2"  # a plan compiled without a checkpoint
+        for _start in range(2):  # refused again: the refusal writes nothing
+            with pytest.raises(errors.CheckpointLayoutError) as err:
+                checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=4)
+            message = str(err.value)
+            assert message.startswith(f"the checkpoint {old} was {found}; ")
+            assert "reads checkpoint layout 1 only" in message
+            assert "spec.checkpointLocation" in message and "spec.deployment.reset" in message
+        assert sorted(p.name for p in old.iterdir()) == ["offsets", *(["streamapp.json"] if record else [])]
+        if record is not None:
+            assert _record(old) == record
+        assert spark.conf.get("spark.sql.shuffle.partitions") == before
+        # A record of another layout is refused without Spark state too (a checkpoint that never
+        # ran a batch); a folder without state or record is a new checkpoint.
+        (old / "offsets").rmdir()
+        if record is not None:
+            with pytest.raises(errors.CheckpointLayoutError):
+                checkpoints.state_partitions(spark, str(old), requested=None, default=2, tasks=4)
+        else:
+            assert checkpoints.state_partitions(spark, str(old), requested=None, default=3) == 3
+            assert _record(old)["layout"] == 1
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
 
 
-def test_a_new_checkpoint_keys_window_state_by_a_text_keys_bytes_and_an_older_one_by_strings(
+def test_the_driver_refuses_a_checkpoint_of_another_layout_before_its_query_starts(
     spark: SparkSession, tmp_path: pathlib.Path
 ) -> None:
-    """The JVM's windowed aggregations keep a text key as its bytes in a new checkpoint's state;
-    a checkpoint recorded before keeps strings (its state holds them: Spark refuses another key
-    schema), also after a restart."""
-    new = tmp_path / "new"
-    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-    assert _record(new)["windowKeys"] == "bytes" and checkpoints.window_keys(spark) == "bytes"
-    older = tmp_path / "older"  # recorded by the previous release: everything but the window keys
-    (older / "offsets").mkdir(parents=True)
-    recorded = {"statePartitions": 2, "taskKeys": "spread", "tasks": 4, "taskHash": "murmur2"}
-    (older / "streamapp.json").write_text(json.dumps(recorded))
-    for _restart in range(2):
-        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
-        assert _record(older) == {**recorded, "windowKeys": "text", "windowListing": "ring"}
-        assert checkpoints.window_keys(spark) == "text"
-    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-    assert checkpoints.window_keys(spark) == "bytes"
-    spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
-    assert checkpoints.window_keys(spark) == "bytes"  # a plan compiled without a checkpoint
-
-
-def test_a_new_checkpoint_lists_window_keys_in_chunks_and_an_older_one_in_its_ring(
-    spark: SparkSession, tmp_path: pathlib.Path
-) -> None:
-    """Sessions and sliding windows on the JVM list their keys by time bucket in chunks in a new
-    checkpoint; a checkpoint recorded before keeps its ring of map states (its state is laid out
-    that way), also after a restart."""
-    new = tmp_path / "new"
-    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-    assert _record(new)["windowListing"] == "chunks" and checkpoints.window_listing(spark) == "chunks"
-    older = tmp_path / "older"  # recorded by the previous release: everything but the listing
-    (older / "offsets").mkdir(parents=True)
-    recorded = {
-        "statePartitions": 2,
-        "taskKeys": "spread",
-        "tasks": 4,
-        "taskHash": "murmur2",
-        "windowKeys": "bytes",
-    }
-    (older / "streamapp.json").write_text(json.dumps(recorded))
-    for _restart in range(2):
-        checkpoints.state_partitions(spark, str(older), requested=None, default=2, tasks=4)
-        assert _record(older) == {**recorded, "windowListing": "ring"}
-        assert checkpoints.window_listing(spark) == "ring"
-    checkpoints.state_partitions(spark, str(new), requested=None, default=2, tasks=4)
-    assert checkpoints.window_listing(spark) == "chunks"
-    spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
-    assert checkpoints.window_listing(spark) == "chunks"  # a plan compiled without a checkpoint
+    """execution.start refuses Spark state without a record (the broker here is unreachable)."""
+    b = StreamsBuilder(default_key_serde=Serdes.String(), default_value_serde=Serdes.String())
+    b.stream("in").group_by_key().count().to_stream().to("out")
+    checkpoint = tmp_path / "ckpt"
+    (checkpoint / "offsets").mkdir(parents=True)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        with pytest.raises(errors.CheckpointLayoutError, match="written by an earlier StreamApp, layout 0"):
+            execution.start(
+                b.build(), name="refused", bootstrap="127.0.0.1:9", checkpoint=str(checkpoint),
+                master=None, spark=spark,
+            )  # fmt: skip
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before or "2")
+    assert spark.streams.active == []
+    assert not (checkpoint / "streamapp.json").exists()

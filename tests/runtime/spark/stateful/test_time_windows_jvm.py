@@ -77,31 +77,23 @@ def _run(
 
 
 @pytest.mark.parametrize(
-    ("functions", "kind", "emit", "tasks", "task_keys"),
+    ("functions", "kind", "emit", "tasks"),
     [
-        (("count",), "tumbling", "updates", None, "spread"),
-        (("sum", "avg", "min", "max", "latest", "collect_list"), "hopping", "final", 2, "spread"),
-        # A checkpoint whose state is keyed by task number (created before the spread keys).
-        (("count",), "tumbling", "updates", None, "task"),
-        (("count",), "session", "updates", None, "spread"),
-        (("sum", "avg", "min", "max", "latest"), "session", "final", 2, "spread"),
-        (("count", "latest"), "session", "final", None, "spread"),
-        (("sum", "max"), "session", "updates", 2, "spread"),
-        (("count",), "sliding", "updates", None, "spread"),
-        (("sum", "avg", "min", "max", "latest", "collect_list"), "sliding", "final", 2, "spread"),
-        (("count", "collect_list"), "sliding", "updates", 2, "spread"),
+        (("count",), "tumbling", "updates", None),
+        (("sum", "avg", "min", "max", "latest", "collect_list"), "hopping", "final", 2),
+        (("count",), "session", "updates", None),
+        (("sum", "avg", "min", "max", "latest"), "session", "final", 2),
+        (("count", "latest"), "session", "final", None),
+        (("sum", "max"), "session", "updates", 2),
+        (("count",), "sliding", "updates", None),
+        (("sum", "avg", "min", "max", "latest", "collect_list"), "sliding", "final", 2),
+        (("count", "collect_list"), "sliding", "updates", 2),
     ],
 )
 def test_the_jvm_gives_the_python_engines_rows_for_every_declarative_aggregator(
-    harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None, task_keys: str
-) -> None:  # fmt: skip
-    from streamapp.runtime.spark import checkpoints
-
-    harness.spark.conf.set(checkpoints.TASK_KEYS_CONF, task_keys)
-    try:
-        _compare(harness, functions, kind, emit, tasks)
-    finally:
-        harness.spark.conf.set(checkpoints.TASK_KEYS_CONF, checkpoints.SPREAD)
+    harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None
+) -> None:
+    _compare(harness, functions, kind, emit, tasks)
 
 
 def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str, tasks: int | None) -> None:
@@ -120,8 +112,8 @@ def _compare(harness: Harness, functions: tuple[str, ...], kind: str, emit: str,
     records = _records(seed=zlib.crc32(seed.encode()))
     split = [17] * 7 + [1]  # state carried over 8 micro-batches
     if kind in ("session", "sliding"):
-        # A batch whose stream time moves past the ring of session ends or window starts (its
-        # buckets wrap).
+        # A batch whose stream time moves past many buckets of session ends or window starts (they
+        # are read, closed and forgotten together).
         split = [17] * 3 + [60, 9]
     python, late_python = _run(
         harness, records, split, functions, jvm=False, spec=spec, emit=emit, tasks=tasks
@@ -183,44 +175,38 @@ def test_a_sliding_window_beyond_the_tasks_retention_is_not_found(harness: Harne
 
 
 @pytest.mark.parametrize(
-    ("serde", "keys", "order", "window_keys"),
+    ("serde", "keys", "order"),
     [
         # Long keys as big-endian two's complement: 9 before 10 (their text put "10" first), a
         # negative key last.
-        ("long", [10, -1, 9, 2**40], [9, 10, 2**40, -1], "bytes"),
+        ("long", [10, -1, 9, 2**40], [9, 10, 2**40, -1]),
         # Text keys as UTF-8: U+FFFD (EF BF BD) before U+1F600 (F0 ...), whose UTF-16 comes first.
-        ("string", ["b", "\U0001f600", "z", "\ufffd", "a"], ["a", "b", "z", "\ufffd", "\U0001f600"], "bytes"),
-        ("string", ["b", "\U0001f600", "z", "\ufffd", "a"], ["a", "b", "z", "\ufffd", "\U0001f600"], "text"),
+        ("string", ["b", "\U0001f600", "z", "\ufffd", "a"], ["a", "b", "z", "\ufffd", "\U0001f600"]),
     ],
 )
 def test_windows_closing_together_emit_in_the_order_of_their_serialised_keys(
-    harness: Harness, serde: str, keys: list[Any], order: list[Any], window_keys: str
+    harness: Harness, serde: str, keys: list[Any], order: list[Any]
 ) -> None:
     """Kafka Streams emits the final results of windows that close on one record in the order of
     their serialised keys, unsigned (its window store's and suppression buffer's order), on both
     engines. The JVM ordered keys by their text before: "10" before "9", and a bytes key (a text
-    key's state, ``window_keys`` bytes) by its identity hash."""
+    key's state) by its identity hash."""
     from pyspark.sql import functions as F
 
-    from streamapp.runtime.spark import checkpoints
     from streamapp.runtime.spark.stateful import aggregation, ops
     from streamapp.runtime.spark.stateful.windows import Windows
 
     records = [(k, "x", T0 + i * S, 0) for i, k in enumerate(keys)] + [(keys[0], "x", T0 + 60 * S, 0)]
     spark = harness.spark
-    spark.conf.set(checkpoints.WINDOW_KEYS_CONF, window_keys)
-    try:
-        for jvm in (False, True):
-            counter: Any = ops.JvmCounter(spark, "late") if jvm else spark.sparkContext.accumulator(0)
-            out = ops.windowed_aggregate(
-                harness.frame(records, key_serde=serde), Windows.tumbling(20 * S, grace=10 * S),
-                aggregation.count(), emit="final", late_counter=counter, jvm=jvm,
-            ).df  # fmt: skip
-            rows = harness.drain(out.where(F.col("kind") == "final"))
-            assert [r["key"] for r in rows] == order, ("jvm" if jvm else "python", rows)
-            assert [r["value"] for r in rows] == [1] * len(keys)
-    finally:
-        spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
+    for jvm in (False, True):
+        counter: Any = ops.JvmCounter(spark, "late") if jvm else spark.sparkContext.accumulator(0)
+        out = ops.windowed_aggregate(
+            harness.frame(records, key_serde=serde), Windows.tumbling(20 * S, grace=10 * S),
+            aggregation.count(), emit="final", late_counter=counter, jvm=jvm,
+        ).df  # fmt: skip
+        rows = harness.drain(out.where(F.col("kind") == "final"))
+        assert [r["key"] for r in rows] == order, ("jvm" if jvm else "python", rows)
+        assert [r["value"] for r in rows] == [1] * len(keys)
 
 
 @pytest.mark.parametrize(
@@ -258,48 +244,10 @@ def test_sessions_closing_together_emit_in_kafka_streams_order(
         assert {r["window_end"] - T0 for r in rows} == {2 * S}
 
 
-@pytest.mark.parametrize(
-    ("kind", "emit"), [("tumbling", "final"), ("session", "updates"), ("sliding", "final")]
-)
-def test_a_checkpoint_whose_window_state_holds_text_keys_gives_the_same_rows(
-    harness: Harness, kind: str, emit: str
-) -> None:
-    """A checkpoint recorded before the JVM kept a text key's bytes (``windowKeys`` text) keeps
-    string keys in its state, with the same rows."""
-    from streamapp.runtime.spark import checkpoints
-
-    harness.spark.conf.set(checkpoints.WINDOW_KEYS_CONF, checkpoints.TEXT_KEYS)
-    try:
-        _compare(harness, ("count", "max"), kind, emit, None)
-    finally:
-        harness.spark.conf.unset(checkpoints.WINDOW_KEYS_CONF)
-
-
-@pytest.mark.parametrize(
-    ("kind", "emit"),
-    [("session", "updates"), ("session", "final"), ("sliding", "final"), ("sliding", "updates")],
-)
-def test_an_older_checkpoints_ring_of_listed_keys_gives_the_same_rows(
-    harness: Harness, kind: str, emit: str
-) -> None:
-    """A checkpoint recorded before sessions and sliding windows listed their keys in chunks
-    (``windowListing`` ring) keeps its ring of per-key listings, with the same rows (the other
-    tests here run the chunks)."""
-    from streamapp.runtime.spark import checkpoints
-
-    harness.spark.conf.set(checkpoints.WINDOW_LISTING_CONF, checkpoints.RING)
-    try:
-        _compare(harness, ("count", "max"), kind, emit, None)
-    finally:
-        harness.spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
-
-
-@pytest.mark.parametrize("listing", ["chunks", "ring"])
 @pytest.mark.parametrize("kind", ["session", "sliding"])
-def test_state_forgets_what_no_record_can_reach_any_more(harness: Harness, kind: str, listing: str) -> None:
+def test_state_forgets_what_no_record_can_reach_any_more(harness: Harness, kind: str) -> None:
     """60 keys' windows, then each task's stream time 10 minutes on: the task's state keeps only
     the new keys' windows, and the listing of keys by time bucket only their buckets."""
-    from streamapp.runtime.spark import checkpoints
     from streamapp.runtime.spark.stateful import aggregation, ops
     from streamapp.runtime.spark.stateful.windows import Windows
 
@@ -307,26 +255,14 @@ def test_state_forgets_what_no_record_can_reach_any_more(harness: Harness, kind:
     records += [(f"z{p}", "x", T0 + 600 * S + p, p) for p in range(3)]
     spec = Windows.session(8 * S, grace=10 * S) if kind == "session" else Windows.sliding(10 * S, grace=5 * S)
     spark = harness.spark
-    spark.conf.set(checkpoints.WINDOW_LISTING_CONF, listing)
-    try:
-        out = ops.windowed_aggregate(
-            harness.frame(records, split=[30, 30, 3]), spec, aggregation.count(), emit="updates",
-            late_counter=ops.JvmCounter(spark, "late"), jvm=True,
-        ).df  # fmt: skip
-        harness.drain(out)
-    finally:
-        spark.conf.unset(checkpoints.WINDOW_LISTING_CONF)
+    out = ops.windowed_aggregate(
+        harness.frame(records, split=[30, 30, 3]), spec, aggregation.count(), emit="updates",
+        late_counter=ops.JvmCounter(spark, "late"), jvm=True,
+    ).df  # fmt: skip
+    harness.drain(out)
     # Spark's state data source: the map states' entries (user_map_key, user_map_value) per task.
     state = spark.read.format("statestore").option("path", harness.checkpoint)
     windows = state.option("stateVarName", "sessions" if kind == "session" else "windows").load().collect()
     assert sorted(r.user_map_key.key for r in windows) == [b"z0", b"z1", b"z2"]
-    name = "ends" if kind == "session" else "starts"
-    listed: list[bytes] = []
-    for var in [name] if listing == "chunks" else [f"{name}{i}" for i in range(8)]:
-        rows = state.option("stateVarName", var).load().collect()
-        listed += (
-            [k for r in rows for k in r.user_map_value.keys]
-            if listing == "chunks"
-            else [r.user_map_key.key for r in rows]
-        )
-    assert sorted(listed) == [b"z0", b"z1", b"z2"]
+    chunks = state.option("stateVarName", "ends" if kind == "session" else "starts").load().collect()
+    assert sorted(k for r in chunks for k in r.user_map_value.keys) == [b"z0", b"z1", b"z2"]

@@ -1,11 +1,9 @@
 package io.streamapp.spark;
 
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -34,8 +32,8 @@ import org.apache.spark.util.LongAccumulator;
 /**
  * What the window aggregations with their state per record key (sessions, sliding windows)
  * share: the input's columns, the grouping by task, a key's windows as one map-state value, the
- * batch's cache of them, and the ring of list states that lists the keys by the time bucket of
- * their windows, so that closing and forgetting read only the buckets concerned.
+ * batch's cache of them, and the listing of the keys by the time bucket of their windows, so that
+ * closing and forgetting read only the buckets concerned.
  */
 final class KeyedWindows {
   private KeyedWindows() {}
@@ -149,17 +147,13 @@ final class KeyedWindows {
 
     /**
      * Kafka Streams' order of record keys where windows close together: the order of their
-     * serialised bytes, unsigned (its stores' and suppression buffer's): a text key's UTF-8, a
-     * long or int key's big-endian two's complement, a double's IEEE bits. Other keys (structs)
-     * by their text.
+     * serialised bytes, unsigned (its stores' and suppression buffer's): a text key's UTF-8 (a
+     * byte[] here: the windows hold a text key as its bytes), a long or int key's big-endian two's
+     * complement, a double's IEEE bits. Other keys (structs) by their text.
      */
     static int compare(Object a, Object b) {
       if (a instanceof byte[] x && b instanceof byte[] y) {
         return Arrays.compareUnsigned(x, y);
-      }
-      if (a instanceof String x && b instanceof String y) {
-        return Arrays.compareUnsigned(
-            x.getBytes(StandardCharsets.UTF_8), y.getBytes(StandardCharsets.UTF_8));
       }
       if (a instanceof Long x && b instanceof Long y) {
         return Long.compareUnsigned(x, y);
@@ -293,7 +287,6 @@ final class KeyedWindows {
     private final StructType stateType;
     private final String listedBy;
     private final long span;
-    private final String layout;
     private final String[] fields;
     transient ValueState<Row> task;
     /** Each key's windows: {@code stateType}, by the key's row. */
@@ -303,7 +296,8 @@ final class KeyedWindows {
     /**
      * {@code late} (may be null) counts the records dropped as late; the map state {@code
      * stateName} holds a key ({@code keyRow}) its windows ({@code stateType}); the listing {@code
-     * listedBy} ({@link Listing#of}: {@code span}, {@code layout}).
+     * listedBy} ({@link Listing}, of windows forgotten at most {@code span} ms after their
+     * listed time).
      */
     ListedProcessor(
         LongAccumulator late,
@@ -312,7 +306,6 @@ final class KeyedWindows {
         StructType stateType,
         String listedBy,
         long span,
-        String layout,
         String... fields) {
       this.late = late;
       this.keyRow = keyRow;
@@ -320,13 +313,12 @@ final class KeyedWindows {
       this.stateType = stateType;
       this.listedBy = listedBy;
       this.span = span;
-      this.layout = layout;
       this.fields = fields.clone();
     }
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-      listing = Listing.of(getHandle(), listedBy, keyRow, span, layout);
+      listing = new Listing(getHandle(), listedBy, keyRow, span);
       StructType taskSchema = new StructType().add("stream_time", DataTypes.LongType, true);
       for (String field : fields) {
         taskSchema = taskSchema.add(field, DataTypes.LongType, true);
@@ -368,81 +360,21 @@ final class KeyedWindows {
   /**
    * The task's keys listed by the time bucket of their windows (a session's end, a sliding
    * window's start), so that closing and forgetting read only the keys of the buckets concerned:
-   * bucket = time / width. A listing left behind by a window that moved to another bucket is
-   * harmless: readers check the bounds. Readers visit <em>groups</em> (a {@link Ring}'s slots, a
-   * {@link Chunks} listing's buckets). The buckets listed are part of the task's state
-   * ({@link #saved}).
+   * bucket = time / width, {@value #BUCKETS} buckets per span. A bucket's keys are kept in chunks,
+   * one per batch that listed keys under it: a map state from (bucket, chunk) to the keys, written
+   * once per bucket at the end of a batch, and a bucket's chunk count in the task's state
+   * ({@link #saved}). A batch puts a few large values instead of one per key, and a forgotten
+   * bucket's chunks go whole. A listing left behind by a window that moved to another bucket is
+   * harmless: readers check the bounds.
    */
-  abstract static class Listing {
-    final long width;
-
-    Listing(long width) {
-      this.width = width;
-    }
-
-    /**
-     * The layout of a new checkpoint ({@code chunks}: {@link Chunks}) or of one recorded before
-     * it ({@code ring}: {@link Ring}; the Python side's {@code checkpoints.WINDOW_LISTING_CONF}).
-     * {@code span}: the longest time, in ms, from a window's listed time to its forgetting.
-     */
-    static Listing of(StatefulProcessorHandle handle, String name, StructType keyRow, long span, String layout) {
-      if ("ring".equals(layout)) {
-        return new Ring(handle, name, keyRow, span);
-      }
-      if ("chunks".equals(layout)) {
-        return new Chunks(handle, name, keyRow, span);
-      }
-      throw new IllegalArgumentException("window listing is chunks or ring, not " + layout);
-    }
-
-    long bucket(long time) {
-      return Math.floorDiv(time, width);
-    }
-
-    /** The type of the listing's field in the task's state. */
-    abstract DataType savedType();
-
-    /** A batch begins with the listing saved before it (null: none). */
-    abstract void begin(List<?> saved);
-
-    /** The listing's field for the task's state, once the batch is {@link #write written}. */
-    abstract List<Object> saved();
-
-    /** List key {@code k} under the bucket of {@code time}. */
-    abstract void list(Key k, long time);
-
-    /** The groups of the buckets that hold times in [low, high]. */
-    abstract Set<Long> overlapping(long low, long high);
-
-    /** The groups of the buckets wholly before {@code horizon}, no longer listed. */
-    abstract Set<Long> before(long horizon);
-
-    /** The keys listed in {@code group} (a key may come more than once). */
-    abstract List<Key> keys(long group);
-
-    /** Whether a window listed at {@code time} is listed in {@code group}. */
-    abstract boolean in(long time, long group);
-
-    /** Take key {@code k} off {@code group} (it has no window there any more). */
-    abstract void unlist(long group, Key k);
-
-    /** Write what the batch listed. */
-    abstract void write();
-  }
-
-  /**
-   * A bucket's keys in chunks, one per batch that listed keys under it: a map state from
-   * (bucket, chunk) to the keys, written once per bucket at the end of a batch, and a bucket's
-   * chunk count in the task's state. A batch puts a few large values instead of one per key, and
-   * a forgotten bucket's chunks go whole.
-   */
-  static final class Chunks extends Listing {
+  static final class Listing {
     /** Buckets per span: the buckets a close reads hold fewer keys than the window's life. */
     static final int BUCKETS = 16;
     private static final StructType CHUNK =
         new StructType().add("bucket", DataTypes.LongType, false).add("chunk", DataTypes.IntegerType, false);
     private static final StructType SAVED =
         new StructType().add("bucket", DataTypes.LongType, false).add("chunks", DataTypes.IntegerType, false);
+    final long width;
     private final MapState<Row, Row> chunks;
     /** Bucket → chunks written (the buckets listed). */
     private final TreeMap<Long, Integer> buckets = new TreeMap<>();
@@ -451,19 +383,27 @@ final class KeyedWindows {
     /** This batch's keys per bucket. */
     private final Map<Long, List<Key>> pending = new HashMap<>();
 
-    Chunks(StatefulProcessorHandle handle, String name, StructType keyRow, long span) {
-      super(Math.max(1L, (span + BUCKETS - 1) / BUCKETS));
+    /**
+     * The listing {@code name} of keys ({@code keyRow}); {@code span}: the longest time, in ms,
+     * from a window's listed time to its forgetting.
+     */
+    Listing(StatefulProcessorHandle handle, String name, StructType keyRow, long span) {
+      this.width = Math.max(1L, (span + BUCKETS - 1) / BUCKETS);
       StructType keys =
           new StructType().add("keys", DataTypes.createArrayType(keyRow.apply("key").dataType(), true), false);
       this.chunks = handle.getMapState(name, Encoders.row(CHUNK), Encoders.row(keys), TTLConfig.NONE());
     }
 
-    @Override
+    long bucket(long time) {
+      return Math.floorDiv(time, width);
+    }
+
+    /** The type of the listing's field in the task's state. */
     DataType savedType() {
       return DataTypes.createArrayType(SAVED, false);
     }
 
-    @Override
+    /** A batch begins with the listing saved before it (null: none). */
     void begin(List<?> saved) {
       buckets.clear();
       leaving.clear();
@@ -476,7 +416,7 @@ final class KeyedWindows {
       }
     }
 
-    @Override
+    /** The listing's field for the task's state, once the batch is {@link #write written}. */
     List<Object> saved() {
       List<Object> out = new ArrayList<>(buckets.size());
       for (Map.Entry<Long, Integer> e : buckets.entrySet()) {
@@ -485,7 +425,7 @@ final class KeyedWindows {
       return out;
     }
 
-    @Override
+    /** List key {@code k} under the bucket of {@code time}. */
     void list(Key k, long time) {
       long bucket = bucket(time);
       List<Key> listed = pending.get(bucket);
@@ -499,7 +439,7 @@ final class KeyedWindows {
       listed.add(k);
     }
 
-    @Override
+    /** The buckets that hold times in [low, high]. */
     Set<Long> overlapping(long low, long high) {
       Set<Long> out = new TreeSet<>();
       for (long b : buckets.keySet()) {
@@ -511,7 +451,10 @@ final class KeyedWindows {
       return out;
     }
 
-    @Override
+    /**
+     * The buckets wholly before {@code horizon}, no longer listed: their keys are read in this
+     * batch ({@link #keys}), and their chunks removed whole ({@link #write}).
+     */
     Set<Long> before(long horizon) {
       Set<Long> out = new TreeSet<>();
       while (!buckets.isEmpty() && (buckets.firstKey() + 1) * width - 1 < horizon) {
@@ -522,7 +465,7 @@ final class KeyedWindows {
       return out;
     }
 
-    @Override
+    /** The keys listed in {@code bucket} (a key may come more than once). */
     List<Key> keys(long bucket) {
       Integer written = leaving.containsKey(bucket) ? leaving.get(bucket) : buckets.get(bucket);
       List<Key> out = new ArrayList<>();
@@ -541,17 +484,7 @@ final class KeyedWindows {
       return out;
     }
 
-    @Override
-    boolean in(long time, long bucket) {
-      return bucket(time) == bucket;
-    }
-
-    @Override
-    void unlist(long bucket, Key k) {
-      // A bucket's chunks leave whole, with the bucket (write).
-    }
-
-    @Override
+    /** Write what the batch listed, and remove the chunks of the buckets it forgot. */
     void write() {
       for (Map.Entry<Long, List<Key>> e : pending.entrySet()) {
         long bucket = e.getKey();
@@ -574,108 +507,6 @@ final class KeyedWindows {
       pending.clear();
       leaving.clear();
     }
-  }
-
-  /**
-   * The layout of a checkpoint recorded before {@link Chunks}: a ring of {@value #SLOTS} map
-   * states (key → the bucket it was listed under), slot = bucket mod the ring, one entry per key
-   * and bucket written as the key is listed. The width spreads the span over {@code SLOTS - 3}
-   * buckets, so the buckets alive after a batch fit the ring; a listing of another bucket in the
-   * same slot is harmless (readers check the bounds). (Map states, not list states: Spark's
-   * RocksDB store reads a key before every merge into it, so appending to a list costs as much as
-   * the list is long.)
-   */
-  static final class Ring extends Listing {
-    static final int SLOTS = 8;
-    private static final StructType LISTED = new StructType().add("bucket", DataTypes.LongType, false);
-    private final List<MapState<Row, Row>> maps = new ArrayList<>(SLOTS);
-    private final Set<List<Object>> listed = new HashSet<>();
-    private TreeSet<Long> buckets = new TreeSet<>();
-
-    Ring(StatefulProcessorHandle handle, String name, StructType keyRow, long span) {
-      super(Math.max(1L, (span + SLOTS - 4) / (SLOTS - 3)));
-      for (int i = 0; i < SLOTS; i++) {
-        maps.add(handle.getMapState(name + i, Encoders.row(keyRow), Encoders.row(LISTED), TTLConfig.NONE()));
-      }
-    }
-
-    @Override
-    DataType savedType() {
-      return DataTypes.createArrayType(DataTypes.LongType, false);
-    }
-
-    @Override
-    void begin(List<?> saved) {
-      listed.clear();
-      buckets = new TreeSet<>();
-      if (saved != null) {
-        for (Object b : saved) {
-          buckets.add((Long) b);
-        }
-      }
-    }
-
-    @Override
-    List<Object> saved() {
-      return new ArrayList<>(buckets);
-    }
-
-    long slot(long bucket) {
-      return Math.floorMod(bucket, (long) SLOTS);
-    }
-
-    @Override
-    boolean in(long time, long slot) {
-      return slot(bucket(time)) == slot;
-    }
-
-    @Override
-    void list(Key k, long time) {
-      long bucket = bucket(time);
-      if (listed.add(List.of(k, bucket))) {
-        maps.get((int) slot(bucket)).updateValue(k.row(), RowFactory.create(bucket));
-        buckets.add(bucket);
-      }
-    }
-
-    @Override
-    Set<Long> overlapping(long low, long high) {
-      Set<Long> slots = new TreeSet<>();
-      for (long b : buckets) {
-        long first = b * width;
-        if (first + width - 1 >= low && first <= high) {
-          slots.add(slot(b));
-        }
-      }
-      return slots;
-    }
-
-    @Override
-    Set<Long> before(long horizon) {
-      Set<Long> slots = new TreeSet<>();
-      while (!buckets.isEmpty() && (buckets.first() + 1) * width - 1 < horizon) {
-        slots.add(slot(buckets.pollFirst()));
-      }
-      return slots;
-    }
-
-    @Override
-    List<Key> keys(long slot) {
-      List<Key> keys = new ArrayList<>();
-      scala.collection.Iterator<Row> it = maps.get((int) slot).keys();
-      while (it.hasNext()) {
-        keys.add(new Key(it.next().get(0)));
-      }
-      return keys;
-    }
-
-    @Override
-    void unlist(long slot, Key k) {
-      maps.get((int) slot).removeKey(k.row());
-    }
-
-    @Override
-    void write() {}
   }
 
   static Row row(

@@ -57,8 +57,7 @@ public final class SessionWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late,
-      String listing) {
+      LongAccumulator late) {
     if ("collect_list".equals(function)) {
       throw new IllegalArgumentException(
           "collect_list sessions run on the Python engine: a merge must order the values by timestamp");
@@ -67,7 +66,7 @@ public final class SessionWindowAggregation {
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
     Spec spec =
         new Spec(
-            gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema(), listing);
+            gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema());
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
@@ -83,8 +82,6 @@ public final class SessionWindowAggregation {
     final StructType sessions;
     /** The longest time, in ms, from a session's end to its forgetting. */
     final long span;
-    /** The keys' listing's layout ({@link KeyedWindows.Listing#of}). */
-    final String listing;
 
     Spec(
         long gap,
@@ -92,8 +89,7 @@ public final class SessionWindowAggregation {
         boolean emitFinal,
         boolean keyBeforeStart,
         TimeWindowAggregation.Aggregator aggregator,
-        StructType input,
-        String listing) {
+        StructType input) {
       this.gap = gap;
       this.grace = grace;
       this.emitFinal = emitFinal;
@@ -104,7 +100,6 @@ public final class SessionWindowAggregation {
       // Listed by its end in buckets of this width (a session is kept while it may merge or close:
       // its end within grace + gap of the stream time).
       this.span = grace + 2 * gap + 1;
-      this.listing = listing;
     }
 
     /** The earliest end of a session a record may merge at stream time {@code now} (before it). */
@@ -157,7 +152,7 @@ public final class SessionWindowAggregation {
     private final Spec spec;
 
     Processor(Spec spec, LongAccumulator late) {
-      super(late, spec.columns.keyRow, "sessions", spec.sessions, "ends", spec.span, spec.listing);
+      super(late, spec.columns.keyRow, "sessions", spec.sessions, "ends", spec.span);
       this.spec = spec;
     }
 
@@ -259,8 +254,8 @@ public final class SessionWindowAggregation {
         return out;
       }
       Set<Key> seen = new HashSet<>();
-      for (long group : listing.overlapping(low, high)) {
-        for (Key k : listing.keys(group)) {
+      for (long bucket : listing.overlapping(low, high)) {
+        for (Key k : listing.keys(bucket)) {
           if (!seen.add(k)) {
             continue;
           }
@@ -276,26 +271,18 @@ public final class SessionWindowAggregation {
 
     /**
      * Forget the sessions no record can merge any more (end before the horizon): the buckets
-     * wholly before it are read, their keys' old sessions dropped and the keys taken off the
-     * slot (unless a later session of theirs is listed there).
+     * wholly before it are read (and leave the listing), and their keys' old sessions dropped.
      */
     private void forget(Sessions batch, long now) {
       // Before the next record's horizon, and closed: one ending at now - grace - gap closes later.
       long horizon = now - spec.grace - spec.gap;
-      for (long group : listing.before(horizon)) {
-        for (Key k : listing.keys(group)) {
-          boolean again = false;
+      for (long bucket : listing.before(horizon)) {
+        for (Key k : listing.keys(bucket)) {
           for (Iterator<Session> it = batch.of(k).iterator(); it.hasNext(); ) {
-            Session s = it.next();
-            if (s.end < horizon) {
+            if (it.next().end < horizon) {
               it.remove();
               batch.changed(k);
-            } else {
-              again |= listing.in(s.end, group);
             }
-          }
-          if (!again) {
-            listing.unlist(group, k);
           }
         }
       }

@@ -54,12 +54,11 @@ public final class SlidingWindowAggregation {
       String function,
       String valueType,
       String outputSchema,
-      LongAccumulator late,
-      String listing) {
+      LongAccumulator late) {
     TimeWindowAggregation.Aggregator aggregator =
         TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
     Spec spec =
-        new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema(), listing);
+        new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema());
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
   }
 
@@ -73,16 +72,13 @@ public final class SlidingWindowAggregation {
     final StructType windows;
     /** The longest time, in ms, from a window's start to its forgetting. */
     final long span;
-    /** The keys' listing's layout ({@link KeyedWindows.Listing#of}). */
-    final String listing;
 
     Spec(
         long d,
         long grace,
         boolean emitFinal,
         TimeWindowAggregation.Aggregator aggregator,
-        StructType input,
-        String listing) {
+        StructType input) {
       this.d = d;
       this.grace = grace;
       this.retention = 2 * d + grace;
@@ -93,7 +89,6 @@ public final class SlidingWindowAggregation {
       // Listed by its start, a window is found for retention ms of starts and closes d + grace
       // after its start; the latest start leads the stream time by at most 1 ms.
       this.span = retention + 2;
-      this.listing = listing;
     }
   }
 
@@ -128,7 +123,7 @@ public final class SlidingWindowAggregation {
     private final Spec spec;
 
     Processor(Spec spec, LongAccumulator late) {
-      super(late, spec.columns.keyRow, "windows", spec.windows, "starts", spec.span, spec.listing, "latest");
+      super(late, spec.columns.keyRow, "windows", spec.windows, "starts", spec.span, "latest");
       this.spec = spec;
     }
 
@@ -296,8 +291,8 @@ public final class SlidingWindowAggregation {
       }
       TimeWindowAggregation.Aggregator agg = spec.aggregator;
       Set<Key> seen = new HashSet<>();
-      for (long group : listing.overlapping(low, high)) {
-        for (Key k : listing.keys(group)) {
+      for (long bucket : listing.overlapping(low, high)) {
+        for (Key k : listing.keys(bucket)) {
           if (!seen.add(k)) {
             continue;
           }
@@ -315,24 +310,20 @@ public final class SlidingWindowAggregation {
 
     /**
      * Forget windows no record can find any more (start before the latest start - retention + 1)
-     * once closed: the buckets wholly before both are read, and a key with no window left in the
-     * slot taken off it.
+     * once closed: the buckets wholly before both are read (and leave the listing), and their
+     * keys' old windows dropped.
      */
     private void forget(Windows batch, long now, Long latest) {
       if (latest == null) {
         return;
       }
       long horizon = Math.min(latest - spec.retention + 1, now - spec.d - spec.grace);
-      for (long group : listing.before(horizon)) {
-        for (Key k : listing.keys(group)) {
-          TreeMap<Long, Object[]> mine = batch.of(k);
-          Map<Long, Object[]> old = mine.headMap(horizon, false);
+      for (long bucket : listing.before(horizon)) {
+        for (Key k : listing.keys(bucket)) {
+          Map<Long, Object[]> old = batch.of(k).headMap(horizon, false);
           if (!old.isEmpty()) {
             old.clear();
             batch.changed(k);
-          }
-          if (mine.keySet().stream().noneMatch(start -> listing.in(start, group))) {
-            listing.unlist(group, k);
           }
         }
       }
