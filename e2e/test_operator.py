@@ -187,6 +187,29 @@ def test_kubectl_scale_pins_the_executors_and_a_reset_restarts_on_a_fresh_checkp
     )
     assert spark_conf(kube, "scaled")["spark.executor.instances"] == "3"
 
+    # A HorizontalPodAutoscaler can target the app: the scale subresource names the executor Pods.
+    scale = json.loads(
+        kube.kubectl("get", "--raw", f"/apis/streamapp.io/v1alpha1/namespaces/{NS}/streamapps/scaled/scale")
+    )
+    assert scale["status"]["selector"] == "streamapp.io/app=scaled,spark-role=executor", scale
+    kube.kubectl("autoscale", "sapp", "scaled", "-n", NS, "--min=1", "--max=4", "--cpu-percent=80")
+
+    def hpa_conditions() -> dict[str, tuple[str, str]] | None:
+        hpa = json.loads(kube.kubectl("get", "hpa", "scaled", "-n", NS, "-o", "json"))
+        found = {
+            c["type"]: (c["status"], c["reason"]) for c in (hpa.get("status") or {}).get("conditions") or []
+        }
+        return found if "ScalingActive" in found else None
+
+    conditions = _eventually(
+        "the HorizontalPodAutoscaler never read the scale", hpa_conditions, timeout=90, operator=op
+    )
+    # No metrics API runs in the e2e cluster, so it cannot get the Pods' CPU; without the selector
+    # it would stop before that, at InvalidSelector.
+    assert conditions["AbleToScale"] == ("True", "SucceededGetScale"), conditions
+    assert conditions["ScalingActive"] == ("False", "FailedGetResourceMetric"), conditions
+    kube.kubectl("delete", "hpa", "scaled", "-n", NS)
+
     patch = '{"spec":{"deployment":{"reset":{"id":"r1","to":"latest"}}}}'
     kube.kubectl("patch", "sapp", "scaled", "-n", NS, "--type=merge", "-p", patch)
     reset = _eventually(

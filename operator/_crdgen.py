@@ -30,10 +30,12 @@ GROUP, VERSION, KIND, PLURAL, SHORT = (
 )
 OUTPUT = pathlib.Path("crds/streamapp.io_streamapps.yaml")
 CHART_COPY = pathlib.Path("charts/streamapp-operator/crds/streamapp.io_streamapps.yaml")
-#: `kubectl scale sapp/x --replicas=N` pins the executor count; the scale status shows the ready ones.
+#: `kubectl scale sapp/x --replicas=N` pins the executor count; the scale status shows the ready ones
+#: and, for a HorizontalPodAutoscaler (`kubectl autoscale sapp/x`), the selector of the executor Pods.
 SCALE = {
     "specReplicasPath": ".spec.deployment.executors.replicas",
     "statusReplicasPath": ".status.executors.ready",
+    "labelSelectorPath": ".status.selector",
 }
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "checkpoint",
     "driver_pod_name",
     "executor_prefix",
+    "executor_selector",
     "lease_name",
     "progress_group",
     "render",
@@ -136,6 +137,12 @@ def stable(ref: AppRef, spec: Mapping[str, Any], revision: str) -> dict[str, Any
         "metadata": _metadata(ref, stable_name(ref.name), "stable-revision"),
         "data": {"revision": revision, "spec.json": json.dumps(dict(spec), sort_keys=True)},
     }
+
+
+def executor_selector(name: str) -> str:
+    """The label selector of an app's executor Pods (Spark labels them ``spark-role=executor``):
+    the scale subresource's ``status.selector``, which a HorizontalPodAutoscaler reads."""
+    return f"{APP_LABEL}={name},spark-role=executor"
 
 
 def progress_group(ref: AppRef) -> str:

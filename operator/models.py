@@ -103,6 +103,11 @@ class StreamAppStatus(_Model):
     throughput: str | None = pydantic.Field(default=None, description="Records per second, last batches.")
     last_batch_time: str | None = pydantic.Field(default=None, description="When the last micro-batch ended.")
     driver_pod: str | None = pydantic.Field(default=None, description="Name of the driver Pod.")
+    selector: str | None = pydantic.Field(
+        default=None,
+        description="Label selector of the app's executor Pods: the scale subresource's, which a "
+        "HorizontalPodAutoscaler reads (kubectl autoscale).",
+    )
     message: str | None = pydantic.Field(default=None, description="Human-readable summary.")
     driver_failures: int | None = pydantic.Field(
         default=None,

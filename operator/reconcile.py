@@ -392,4 +392,5 @@ def _status(run: _Run, target: status.Target, observed: status.Observation) -> d
     """The one computation of the status; the fields it does not compute are carried over."""
     new = status.compute(previous=run.previous, target=target, seen=observed, now=run.now)
     new.update({key: run.previous.get(key) for key in KEPT})
+    new["selector"] = desired.executor_selector(run.ref.name)
     return new

@@ -37,7 +37,7 @@ def cleanup(*, ref: desired.AppRef, cluster: cluster_.Cluster) -> bool:
     ])  # fmt: skip
     # Spark keeps its executor Pods that ended (deleteOnTermination is off); the garbage collector
     # removes them with their driver Pod, and so does this, where none runs.
-    selector = f"{desired.APP_LABEL}={ref.name},spark-role=executor"
+    selector = desired.executor_selector(ref.name)
     for pod in cluster.list("v1", "Pod", ref.namespace, selector):
         cluster.delete("v1", "Pod", ref.namespace, pod["metadata"]["name"])
     return True

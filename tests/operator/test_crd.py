@@ -29,7 +29,7 @@ def test_scale_paths_exist_in_the_schema() -> None:
         node = schema
         for part in path.strip(".").split("."):
             node = node["properties"][part]
-        assert node["type"] == "integer", path
+        assert node["type"] == ("string" if path.endswith("selector") else "integer"), path
 
 
 def test_crd_is_structural_and_documented() -> None:
@@ -50,6 +50,7 @@ def test_crd_is_structural_and_documented() -> None:
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.deployment.executors.replicas",
         "statusReplicasPath": ".status.executors.ready",
+        "labelSelectorPath": ".status.selector",
     }
 
     def walk(node: dict[str, object], path: str) -> None:

@@ -53,6 +53,7 @@ def test_create_then_running(run: Any, spec: dict[str, Any], fake_cluster: Any) 
     assert first.error is None
     assert first.status["phase"] == "Pending"
     assert first.status["executors"]["desired"] == 3  # 6 partitions / 2 cores
+    assert first.status["selector"] == "streamapp.io/app=wordcount,spark-role=executor"  # for an HPA
     assert [e.reason for e in first.events] == ["DriverCreated"]
 
     fake_cluster.run_pod(DRIVER)
