@@ -573,9 +573,11 @@ def wait_standby(s: Snapshot, old: int) -> Decision:
 
 
 def _failed_after_hand_over(s: Snapshot, found: Driver | None) -> str | None:
-    """Why the current slot's driver failed: it ended, or it has run for ``progressDeadline``
-    without completing a micro-batch; None while it may yet."""
-    if found is None or found.seen.terminating:
+    """Why the current slot's driver, of the wanted revision, failed: it ended, or it has run for
+    ``progressDeadline`` without completing a micro-batch; None while it may yet. A driver of
+    another revision (the stable one, crashed before the upgrade started) is not the wanted
+    revision's failure: it is replaced by the wanted revision as usual."""
+    if found is None or found.seen.terminating or found.seen.revision != s.revision:
         return None
     seen = found.seen
     if seen.phase in status.ENDED:

@@ -227,7 +227,7 @@ def _plan(
     if stable is not None and lifecycle.returns_to_stable(
         failed_revision=run.previous.get("failedRevision"), revision=wanted.revision, stable=stable[0]
     ):
-        back = _stable_app(run.ref, stable[1])
+        back = _stable_app(run.ref, stable[1], suspend=_suspend(app))
     if back is not None:
         app, topology = back, manifest.build_topology(back)
         executors, autoscaled, wanted = _render(run, app, topology, kafka, drivers=drivers)
@@ -269,14 +269,23 @@ def _render(
     return executors, autoscaled, wanted
 
 
-def _stable_app(ref: desired.AppRef, spec: Mapping[str, Any]) -> models.StreamApp | None:
-    """The stable revision's app; None when it is no longer valid (the runtime changed): then
-    there is nothing to return to."""
+def _suspend(app: models.StreamApp) -> bool:
+    return (app.spec.deployment or deployment.Deployment()).suspend
+
+
+def _stable_app(ref: desired.AppRef, spec: Mapping[str, Any], *, suspend: bool) -> models.StreamApp | None:
+    """The stable revision's app, suspended as the spec says (suspending is not a revision: an app
+    that returned to its stable revision is suspended and resumed there); None when it is no
+    longer valid (the runtime changed): then there is nothing to return to."""
     if validation.problems(name=ref.name, namespace=ref.namespace, spec=spec):
         return None
-    return models.StreamApp.model_validate(
+    app = models.StreamApp.model_validate(
         validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
     )
+    if _suspend(app) == suspend:
+        return app
+    plan = (app.spec.deployment or deployment.Deployment()).model_copy(update={"suspend": suspend})
+    return app.model_copy(update={"spec": app.spec.model_copy(update={"deployment": plan})})
 
 
 def _observe(run: _Run, plan: _Plan, pods: dict[int, dict[str, Any]]) -> observe.World:

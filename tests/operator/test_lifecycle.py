@@ -315,15 +315,11 @@ def test_the_stable_revision_is_rendered_while_the_spec_s_is_given_up() -> None:
     assert not lifecycle.returns_to_stable(failed_revision="r0", revision=REV, stable=STABLE)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="latent: a stable driver's crash is blamed on a revision that never ran"
-)
 def test_a_stable_driver_that_crashes_before_the_upgrade_starts_is_not_blamed_on_the_new_revision() -> None:
     """The spec moved to REV while the stable driver (OLD) ran; OLD crashed before the rolling
-    upgrade could start (nothing serving: the recreate path). The current slot's driver is OLD's,
-    yet REV is marked failed "after the hand-over", and OLD comes back until the spec changes."""
+    upgrade could start (nothing serving: the recreate path). REV has not run: it replaces OLD."""
     d = lifecycle.decide(rolling(driver(revision=OLD, phase="Failed", ready=False), stable=OLD))
-    assert d.transition != "roll_back"
+    assert d.transition == "replace" and d.failed_revision is None
 
 
 # Lost Nodes.

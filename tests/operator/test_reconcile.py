@@ -807,3 +807,26 @@ def test_session_windows_whose_state_the_python_engine_wrote_stay_there(
     assert not isinstance(moved.error, errors.InvalidSpecError), moved.status["message"]
     assert [e.reason for e in moved.events] == ["RollingUpgrade"]
     assert [s["shape"]["implementation"] for s in moved.status["state"]["steps"]] == ["engine"]
+
+
+def test_an_app_rolled_back_to_its_stable_revision_can_be_suspended(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    stable, _ = _hand_over(run, spec, fake_cluster)
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False, phase="Failed")
+    run(spec)  # given up: the stable revision replaces it
+    run(spec)
+    fake_cluster.finish_terminating()
+    run(spec)
+    fake_cluster.run_pod(DRIVER)
+    assert _driver_revision(fake_cluster) == stable
+    spec["deployment"]["suspend"] = True
+    stopping = run(spec)
+    assert ("delete", "Pod", DRIVER) in fake_cluster.calls, stopping.events
+    assert ("apply", "Pod", DRIVER) not in fake_cluster.calls
+    fake_cluster.finish_terminating()
+    suspended = run(spec)
+    assert suspended.status["phase"] == "Suspended" and ("Pod", "apps", DRIVER) not in fake_cluster.objects
+    spec["deployment"]["suspend"] = False
+    run(spec)
+    assert _driver_revision(fake_cluster) == stable  # resumed where it was: the stable revision
