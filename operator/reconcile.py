@@ -228,6 +228,8 @@ def _plan(
         failed_revision=run.previous.get("failedRevision"), revision=wanted.revision, stable=stable[0]
     ):
         back = _stable_app(run.ref, stable[1], suspend=_suspend(app))
+        if back is None:  # nothing valid to return to: the spec's revision runs (and backs off)
+            stable = None
     if back is not None:
         app, topology = back, manifest.build_topology(back)
         executors, autoscaled, wanted = _render(run, app, topology, kafka, drivers=drivers)

@@ -830,3 +830,16 @@ def test_an_app_rolled_back_to_its_stable_revision_can_be_suspended(
     spec["deployment"]["suspend"] = False
     run(spec)
     assert _driver_revision(fake_cluster) == stable  # resumed where it was: the stable revision
+
+
+def test_a_stable_revision_that_is_no_longer_valid_is_not_returned_to_again_and_again(
+    run: Any, spec: dict[str, Any], fake_cluster: Any
+) -> None:
+    _hand_over(run, spec, fake_cluster)
+    record = fake_cluster.objects[("ConfigMap", "apps", "wordcount-stable")]["data"]
+    record["spec.json"] = record["spec.json"].replace("value != ''", "value !!= ''")  # e.g. a newer runtime
+    fake_cluster.run_pod(f"{DRIVER}-b", ready=False, phase="Failed")
+    assert [e.reason for e in run(spec).events] == ["RollbackUpgrade"]
+    after = run(spec)  # nothing valid to return to: the failed driver is replaced, as a crash
+    assert [e.reason for e in after.events] == ["DriverReplaced"]
+    assert not isinstance(after.error, errors.DriverStopping) or after.error.delay >= 5
