@@ -141,16 +141,7 @@ def test_the_driver_refuses_before_its_query_reads_the_state(
     (checkpoint / "streamapp.json").write_text(
         json.dumps({"statePartitions": 2, "tasks": 2, "layout": 1, "state": written})
     )
-    before = spark.conf.get("spark.sql.shuffle.partitions")
-    try:
-        with pytest.raises(errors.IncompatibleState, match="changed from 0 to 1"):
-            execution.start(
-                b.build(), name="refused", bootstrap="127.0.0.1:9", checkpoint=str(checkpoint),
-                master=None, spark=spark,
-            )  # fmt: skip
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", before or "2")
-    assert spark.streams.active == []
+    _refused_start(spark, b, checkpoint, errors.IncompatibleState, "changed from 0 to 1")
 
 
 def test_spread_task_keys_put_task_t_in_state_partition_t_mod_n(spark: SparkSession) -> None:
@@ -248,9 +239,19 @@ def test_the_driver_refuses_a_checkpoint_of_another_layout_before_its_query_star
     b.stream("in").group_by_key().count().to_stream().to("out")
     checkpoint = tmp_path / "ckpt"
     (checkpoint / "offsets").mkdir(parents=True)
+    _refused_start(
+        spark, b, checkpoint, errors.CheckpointLayoutError, "written by an earlier StreamApp, layout 0"
+    )
+    assert not (checkpoint / "streamapp.json").exists()
+
+
+def _refused_start(
+    spark: SparkSession, b: StreamsBuilder, checkpoint: pathlib.Path, error: type[Exception], match: str
+) -> None:
+    """execution.start refuses the checkpoint before any query starts (the broker is unreachable)."""
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
-        with pytest.raises(errors.CheckpointLayoutError, match="written by an earlier StreamApp, layout 0"):
+        with pytest.raises(error, match=match):
             execution.start(
                 b.build(), name="refused", bootstrap="127.0.0.1:9", checkpoint=str(checkpoint),
                 master=None, spark=spark,
@@ -258,4 +259,3 @@ def test_the_driver_refuses_a_checkpoint_of_another_layout_before_its_query_star
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
     assert spark.streams.active == []
-    assert not (checkpoint / "streamapp.json").exists()
