@@ -129,7 +129,10 @@ def _commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
 
-    dirty = git("status", "--porcelain", "--", "runtime", str(pathlib.Path(__file__).parent))
+    here = pathlib.Path(__file__).parent
+    dirty = git(
+        "status", "--porcelain", "--", "runtime", str(here), f":!{here / 'results'}"
+    )  # not its own figures
     return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
 
 
