@@ -131,7 +131,7 @@ def _commit() -> str:
 
     here = pathlib.Path(__file__).parent
     dirty = git(
-        "status", "--porcelain", "--", "runtime", str(here), f":!{here / 'results'}"
+        "status", "--porcelain", "--", "runtime", str(here), f":(exclude){here / 'results'}"
     )  # not its own figures
     return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
 
