@@ -58,6 +58,19 @@ class Context:
         with self._locks_lock:
             return self.locks.setdefault(app, threading.Lock())
 
+    def wait_for(self, app: str) -> bool:
+        """Mark ``app`` as having a reconciliation waiting to start; False when one already is."""
+        with self._locks_lock:
+            if app in self.pending:
+                return False
+            self.pending.add(app)
+            return True
+
+    def started(self, app: str) -> None:
+        """``app``'s waiting reconciliation started reading the cluster (or was dropped)."""
+        with self._locks_lock:
+            self.pending.discard(app)
+
 
 def _load_kube_config() -> None:
     from kubernetes import config  # noqa: PLC0415
@@ -129,8 +142,7 @@ def _reconcile(
     """One reconciliation of the app in ``body``, counted and timed; None when it raised."""
     key = f"{ref.namespace}/{ref.name}"
     with context.lock(key), metrics.DURATION.labels(trigger=trigger).time():
-        with context._locks_lock:
-            context.pending.discard(key)  # from here on, a new event needs a reconciliation of its own
+        context.started(key)  # from here on, a new event needs a reconciliation of its own
         metrics.RECONCILES.labels(trigger=trigger).inc()
         # The status as it is now, not as this event's body saw it: another trigger (a Pod event,
         # the timer) may have reconciled and written it meanwhile — a rolling upgrade given up
@@ -315,23 +327,19 @@ def _reconcile_named(context: Context, trigger: str, namespace: str, name: str) 
     """Reconcile an app known by name (not by the event's body) and write its status; nothing when
     a reconciliation of the app is already waiting to start (it will see this change too)."""
     key = f"{namespace}/{name}"
-    with context._locks_lock:
-        if key in context.pending:
-            metrics.SKIPPED.labels(trigger=trigger).inc()
-            return
-        context.pending.add(key)
+    if not context.wait_for(key):
+        metrics.SKIPPED.labels(trigger=trigger).inc()
+        return
     try:
         app = context.cluster.get(f"{models.GROUP}/{models.VERSION}", models.KIND, namespace, name)
         if app is None or app["metadata"].get("deletionTimestamp"):
-            with context._locks_lock:
-                context.pending.discard(key)
+            context.started(key)
             return  # being deleted: on_delete cleans up
         ref = desired.AppRef(name=name, namespace=namespace, uid=str(app["metadata"]["uid"]))
         outcome = _reconcile(context, trigger, ref, app)
         assert outcome is not None
     except errors.OperatorError as exc:
-        with context._locks_lock:
-            context.pending.discard(key)  # (already gone, unless reading the app failed)
+        context.started(key)  # (already, unless reading the app failed)
         # The app's own handlers and timer retry; a pod event is only a hint to look sooner.
         metrics.ERRORS.labels(trigger=trigger, kind=_error_kind(exc)).inc()
         return

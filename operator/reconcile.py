@@ -227,7 +227,9 @@ def _plan(
     if stable is not None and lifecycle.returns_to_stable(
         failed_revision=run.previous.get("failedRevision"), revision=wanted.revision, stable=stable[0]
     ):
-        back = _stable_app(run.ref, stable[1], suspend=_suspend(app))
+        back = _stable_app(
+            run.ref, stable[1], suspend=bool((run.spec.get("deployment") or {}).get("suspend"))
+        )
         if back is None:  # nothing valid to return to: the spec's revision runs (and backs off)
             stable = None
     if back is not None:
@@ -271,23 +273,15 @@ def _render(
     return executors, autoscaled, wanted
 
 
-def _suspend(app: models.StreamApp) -> bool:
-    return (app.spec.deployment or deployment.Deployment()).suspend
-
-
 def _stable_app(ref: desired.AppRef, spec: Mapping[str, Any], *, suspend: bool) -> models.StreamApp | None:
     """The stable revision's app, suspended as the spec says (suspending is not a revision: an app
     that returned to its stable revision is suspended and resumed there); None when it is no
     longer valid (the runtime changed): then there is nothing to return to."""
-    if validation.problems(name=ref.name, namespace=ref.namespace, spec=spec):
+    spec = {**spec, "deployment": {**(spec.get("deployment") or {}), "suspend": suspend}}
+    try:
+        return validation.parse(name=ref.name, namespace=ref.namespace, spec=spec)
+    except errors.InvalidSpecError:
         return None
-    app = models.StreamApp.model_validate(
-        validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=spec)
-    )
-    if _suspend(app) == suspend:
-        return app
-    plan = (app.spec.deployment or deployment.Deployment()).model_copy(update={"suspend": suspend})
-    return app.model_copy(update={"spec": app.spec.model_copy(update={"deployment": plan})})
 
 
 def _observe(run: _Run, plan: _Plan, pods: dict[int, dict[str, Any]]) -> observe.World:
