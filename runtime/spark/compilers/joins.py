@@ -38,7 +38,18 @@ def _side(ctx: context.Context, name: str) -> Any:
 
     if name in ctx.raw_tables:
         return join_ops.Side(ctx.raw_tables[name], partitioned=True)
-    return join_ops.Side(ctx.frames[name], partitioned=direct(ctx.topology, ctx.topology.node(name)))
+    node = ctx.topology.node(name)
+    if not direct(ctx.topology, node):
+        return join_ops.Side(ctx.frames[name], partitioned=False)
+    sources = [s for s in _sources(ctx.topology, node) if s is not node]
+    read = tuple(ctx.raw_tables.get(s.name) or ctx.frames[s.name] for s in sources)
+    return join_ops.Side(ctx.frames[name], partitioned=True, sources=read)
+
+
+def _sources(topology: graph.Topology, node: nodes.Node) -> list[nodes.Source]:
+    if isinstance(node, nodes.Source):
+        return [node]
+    return [s for p in topology.parents(node) for s in _sources(topology, p)]
 
 
 def _joiner(logic: nodes.Logic) -> Logic:

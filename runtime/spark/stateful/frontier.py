@@ -245,12 +245,16 @@ def take(
     heapq.heapify(heads)
     pushed = len(heads)
     order: list[int] = []
+    offsets = rows["offset"].to_numpy()
     while heads:
         _, _, i, end = heapq.heappop(heads)
-        order.append(i)
+        j = i + 1
+        while j < end and offsets[j] == offsets[i]:
+            j += 1  # one source record fanned out (flatMapValues): processed as one, as in Kafka Streams
+        order.extend(range(i, j))
         memory["last"] = int(subs[i])
-        if i + 1 < end:
-            heapq.heappush(heads, (int(ts[i + 1]), pushed, i + 1, end))  # behind equal heads
+        if j < end:
+            heapq.heappush(heads, (int(ts[j]), pushed, j, end))  # behind equal heads
             pushed += 1
         elif heads and not dry_is_done(int(subs[i])):
             break  # its next record, still at the broker, may be older than the others' heads

@@ -69,8 +69,12 @@ def merge_order(records: Iterable[Record], *, first: int = LEFT) -> Iterator[Rec
         _, rank, partition, side, index = heapq.heappop(heap)
         queue = queues[(side, partition)]
         yield queue[index]
-        if index + 1 < len(queue):
-            heapq.heappush(heap, (queue[index + 1][3], rank, partition, side, index + 1))
+        index += 1
+        while index < len(queue) and queue[index][5] == queue[index - 1][5]:
+            yield queue[index]  # one source record fanned out (flatMapValues): processed as one
+            index += 1
+        if index < len(queue):
+            heapq.heappush(heap, (queue[index][3], rank, partition, side, index))
 
 
 class StreamTableJoin:

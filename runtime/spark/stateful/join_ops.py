@@ -36,20 +36,29 @@ _RESULT_COLUMNS = ("key", "left", "right", "ts")
 
 @dataclasses.dataclass(frozen=True)
 class Side:
-    """One input of a join: its records, and whether its partitions are Kafka's own (a task)."""
+    """One input of a join: its records, and whether its partitions are Kafka's own (a task).
+
+    ``sources``: where a partitioned side's records came through stateless steps, the records as
+    read. Kafka Streams orders a task's records by its input partitions' records, those a filter
+    dropped or a ``flatMapValues`` fanned out included, so the join orders by them too."""
 
     frame: RecordFrame
     partitioned: bool
+    sources: tuple[RecordFrame, ...] = ()
 
 
-def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, topic: bool) -> DataFrame:
-    own = F.col("value")
+def _tagged(
+    side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, topic: bool, read: bool = False
+) -> DataFrame:
+    """``frame``'s rows tagged with their side; ``read``: a source's records as read (``Side.sources``),
+    which only order the side's own (``read`` true, key and value null)."""
+    own = F.lit(None) if read else F.col("value")
     partition = F.coalesce(F.col("partition"), F.lit(0)).cast("int")
     source = F.coalesce(F.col("topic"), F.lit(""))
     # The source partition (frontier.take): its topic, and Spark's hash of topic and partition.
     extra = [source.alias("topic"), F.xxhash64(source, partition).alias("sub")] if topic else []
     return frame.df.select(
-        F.col("key").cast(key_type).alias("key"),
+        (F.lit(None) if read else F.col("key")).cast(key_type).alias("key"),
         F.lit(side).alias("side"),
         (own if side == join_logic.LEFT else F.lit(None)).cast(lv).alias("lv"),
         (own if side == join_logic.RIGHT else F.lit(None)).cast(rv).alias("rv"),
@@ -57,6 +66,7 @@ def _tagged(side: int, frame: RecordFrame, key_type: str, lv: str, rv: str, *, t
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         F.coalesce(F.col("offset"), F.lit(0)).cast("bigint").alias("offset"),
         *extra,
+        *([F.lit(read).alias("read")] if topic else []),
     )
 
 
@@ -95,6 +105,9 @@ def pairs(
     union = _tagged(0, left.frame, key_type, lv, rv, topic=on).unionByName(
         _tagged(1, right.frame, key_type, lv, rv, topic=on)
     )
+    for index, side in enumerate((left, right) if on else ()):
+        for source in side.sources:
+            union = union.unionByName(_tagged(index, source, key_type, lv, rv, topic=True, read=True))
     task: Column = (
         F.col("partition")
         if left.partitioned and right.partitioned
@@ -113,6 +126,7 @@ def pairs(
             batch, held["held"] = frontier.take(
                 batch, held["held"], held["memory"], merged.caught_up, merged.topics
             )
+            batch = batch[~batch["read"]]  # they ordered the records, each with its own
         records = zip(
             batch["side"].tolist(),
             engine.pylist(batch["key"]),

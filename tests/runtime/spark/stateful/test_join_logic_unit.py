@@ -35,6 +35,18 @@ def test_merge_order_takes_the_partition_whose_head_is_oldest_and_keeps_offset_o
     assert order == ["t2", "t1", "s1", "s2"]
 
 
+def test_merge_order_takes_a_fanned_out_record_as_one() -> None:
+    # s1 fanned out by a flatMapValues (two records, one offset) ties with the table's t1: both
+    # halves are processed before t1 goes, as in Kafka Streams (the randomized suite, seed 10114).
+    records = [
+        (LEFT, "k1", "s1", 10, 0, 0),
+        (LEFT, "k1", "s1x", 10, 0, 0),
+        (RIGHT, "k1", "t1", 10, 0, 0),
+    ]
+    order = [r[2] for r in join_logic.merge_order(records, first=LEFT)]
+    assert order == ["s1", "s1x", "t1"]
+
+
 def test_stream_table_join_sees_the_table_as_it_is_at_each_record() -> None:
     rows = [
         (RIGHT, "u1", "alice", 1),
