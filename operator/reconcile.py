@@ -164,7 +164,7 @@ def _validate(run: _Run) -> tuple[models.StreamApp, graph.Topology, dict[str, An
         validation.to_manifest(name=ref.name, namespace=ref.namespace, spec=run.spec)
     )
     topology = manifest.build_topology(app)
-    held = validation.held_state(app, topology, run.previous.get("state"))
+    held = validation.held_state(app, topology)
     if incompatible := validation.incompatible_state(run.previous.get("state"), held):
         return _refuse(run, incompatible, "IncompatibleState")
     return app, topology, held
@@ -235,7 +235,7 @@ def _plan(
     if back is not None:
         app, topology = back, manifest.build_topology(back)
         executors, autoscaled, wanted = _render(run, app, topology, kafka, drivers=drivers)
-        held = validation.held_state(app, topology, run.previous.get("state"))
+        held = validation.held_state(app, topology)
     manifests = {}
     if wanted.driver is not None:  # the same revision in either slot, under the slot's name
         other = _render(run, app, topology, kafka, drivers=drivers, executors=executors, slot=1)[2]

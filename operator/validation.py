@@ -126,18 +126,10 @@ def parse(*, name: str, namespace: str | None, spec: Mapping[str, Any]) -> model
     return models.StreamApp.model_validate(to_manifest(name=name, namespace=namespace, spec=spec))
 
 
-def held_state(
-    app: models.StreamApp, topology: graph.Topology, recorded: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint.
-    ``recorded`` (the running revision's, from the status) on the same checkpoint says which
-    windowed aggregations stay on the Python engine that wrote their state, as the driver decides
-    from its checkpoint's record."""
+def held_state(app: models.StreamApp, topology: graph.Topology) -> dict[str, Any]:
+    """What the app's checkpoint holds once its driver runs: where, and the state fingerprint."""
     checkpoint = desired.checkpoint(app.spec)
-    before = None
-    if recorded and recorded.get("checkpoint") == checkpoint and recorded.get("version") == state.VERSION:
-        before = recorded.get("steps")
-    return {"checkpoint": checkpoint, "version": state.VERSION, "steps": state.resumed(topology, before)[1]}
+    return {"checkpoint": checkpoint, "version": state.VERSION, "steps": state.fingerprint(topology)}
 
 
 def incompatible_state(

@@ -53,11 +53,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "ENGINE_WINDOWS_CONF",
     "FILE",
     "LAYOUT",
     "TASKS_CONF",
-    "engine_windows",
     "read_record",
     "recorded_steps",
     "state_partitions",
@@ -73,22 +71,11 @@ LAYOUT = 1
 #: The session conf that holds the checkpoint's task count (see the module's description).
 TASKS_CONF = "streamapp.tasks"
 
-#: The session conf naming the windowed aggregations (comma-separated node names) whose state the
-#: checkpoint's Python engine wrote, though the JVM would run them today: they stay on the engine
-#: (:func:`streamapp.runtime.topology.state.kept_on_engine`).
-ENGINE_WINDOWS_CONF = "streamapp.engineWindows"
-
 
 def tasks(spark: SparkSession) -> int:
     """The tasks a step groups re-keyed records into: the checkpoint's (set by
     :func:`state_partitions`), else, for a plan compiled without one, the state partitions."""
     return int(spark.conf.get(TASKS_CONF, None) or spark.conf.get("spark.sql.shuffle.partitions") or "1")
-
-
-def engine_windows(spark: SparkSession) -> frozenset[str]:
-    """The windowed aggregations kept on the Python engine (set by the driver before it compiles)."""
-    names = spark.conf.get(ENGINE_WINDOWS_CONF, None) or ""
-    return frozenset(n for n in names.split(",") if n)
 
 
 def recorded_steps(record: dict[str, Any] | None) -> list[dict[str, Any]] | None:

@@ -368,7 +368,7 @@ class _Compiler:
         w = node.windows
         spec = windows.Windows(w.kind, w.size, w.advance or (w.size if w.kind == "tumbling" else 0), w.grace)
         spark = frame.df.sparkSession
-        jvm = state.windows_on_jvm(self.topology, node, checkpoints.engine_windows(spark))
+        jvm = state.windows_on_jvm(self.topology, node)
         # One counter per aggregation node: suppress re-registers the one its aggregation had.
         counter = ops.JvmCounter(spark, f"late {node.name}") if jvm else spark.sparkContext.accumulator(0)
         self.late[node.name] = counter

@@ -375,10 +375,8 @@ def start(
         # Kafka Streams' tasks: one per partition of the (largest) input, global tables aside.
         tasks = max((n for t, n in (input_partitions or {}).items() if t not in global_topics), default=1)
         slots = local_slots(spark.sparkContext.master)
-        # Windowed aggregations whose state the checkpoint's Python engine wrote stay there.
         record = checkpoints.read_record(spark, checkpoint)
-        kept, steps = state.resumed(topology, checkpoints.recorded_steps(record))
-        spark.conf.set(checkpoints.ENGINE_WINDOWS_CONF, ",".join(sorted(kept)))
+        steps = state.fingerprint(topology)
         partitions = checkpoints.state_partitions(
             spark,
             checkpoint,

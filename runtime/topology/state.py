@@ -32,9 +32,7 @@ __all__ = [
     "VERSION",
     "changes",
     "fingerprint",
-    "kept_on_engine",
     "needs_engine",
-    "resumed",
     "source_topics",
     "windows_on_jvm",
 ]
@@ -67,7 +65,7 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
     return False
 
 
-def windows_on_jvm(topology: graph.Topology, node: nd.Node, kept: frozenset[str] = frozenset()) -> bool:
+def windows_on_jvm(topology: graph.Topology, node: nd.Node) -> bool:
     """Whether a windowed aggregation runs on the JVM, with its state per key and window
     (``TimeWindowAggregation.java``, ``SlidingWindowAggregation.java``,
     ``SessionWindowAggregation.java``) rather than in the Python engine: every window kind with a
@@ -75,9 +73,9 @@ def windows_on_jvm(topology: graph.Topology, node: nd.Node, kept: frozenset[str]
     sessions, whose merge would have to order the merged lists' values by timestamp) over one
     input topic or after a key change. Merges of several topics into one task (their records held
     back by the merge frontier) and user functions stay in Python. The compiler and the
-    fingerprint decide with this one rule: the two keep different state (an existing checkpoint
-    keeps the engine it was written by: :func:`kept_on_engine`, the names in ``kept``)."""
-    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None or node.name in kept:
+    fingerprint decide with this one rule: the two keep different state (a checkpoint whose state
+    the other engine wrote is refused as a changed step, with how to reset)."""
+    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None:
         return False
     if isinstance(node, nd.Aggregate) and (
         node.fn is None or (node.windows.kind == "session" and node.fn == "collect_list")
@@ -158,17 +156,15 @@ def _aggregator(topology: graph.Topology, node: nd.Node) -> str:
     return f"cogroup of {len(node.adders)} streams returning {node.returns}"
 
 
-def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool, kept: frozenset[str]) -> str:
+def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool) -> str:
     """Whose state an aggregation keeps: the JVM's, the Python engine's or Spark's own."""
     assert isinstance(node, _AGGREGATIONS)
-    if windows_on_jvm(topology, node, kept):
+    if windows_on_jvm(topology, node):
         return "jvm"
     return "engine" if engine or node.windows is not None else "spark"
 
 
-def _aggregation(
-    topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str, kept: frozenset[str]
-) -> dict[str, str]:
+def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str) -> dict[str, str]:
     assert isinstance(node, _AGGREGATIONS)
     grouped = topology.node(node.parents[0])
     if topology.kind(grouped.name) == graph.GROUPED_TABLE:
@@ -179,7 +175,7 @@ def _aggregation(
         grouping = "key"
     return {
         "operation": "aggregation",
-        "implementation": _implementation(topology, node, engine=engine, kept=kept),
+        "implementation": _implementation(topology, node, engine=engine),
         "aggregator": _aggregator(topology, node),
         "windows": _windows(node.windows),
         "emit": emit,
@@ -188,9 +184,7 @@ def _aggregation(
     }
 
 
-def _step(
-    topology: graph.Topology, node: nd.Node, engine: bool, kept: frozenset[str]
-) -> dict[str, str] | None:
+def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, str] | None:
     """The state shape of one node; None when it keeps none."""
     if isinstance(node, join_nodes.GlobalTableSource):
         return None  # held by the joins that look it up (their step)
@@ -198,9 +192,9 @@ def _step(
         return {"operation": "table", "key": _key(topology, node), "value": _source_values(topology, node)}
     if isinstance(node, nd.Suppress):
         aggregation = topology.node(node.parents[0])
-        return _aggregation(topology, aggregation, engine=True, emit="final", kept=kept)
+        return _aggregation(topology, aggregation, engine=True, emit="final")
     if isinstance(node, _AGGREGATIONS):
-        return _aggregation(topology, node, engine=engine, emit=node.emit, kept=kept)
+        return _aggregation(topology, node, engine=engine, emit=node.emit)
     if isinstance(node, join_nodes.JoinNode):
         kind = topology.join_kind(node)
         windows = node.windows
@@ -225,10 +219,9 @@ def _step(
     return None
 
 
-def fingerprint(topology: graph.Topology, *, kept: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def fingerprint(topology: graph.Topology) -> list[dict[str, Any]]:
     """The stateful steps of the compiled plan, in order: ``{"node", "path", "shape"}`` each,
-    where ``shape`` (what is compared) maps a property to a readable value. ``kept``: the
-    windowed aggregations that stay on the Python engine (:func:`kept_on_engine`)."""
+    where ``shape`` (what is compared) maps a property to a readable value."""
     live = _reaches_output(topology)
     engine = any(needs_engine(topology, n) for n in topology.nodes)
     out: list[dict[str, Any]] = []
@@ -239,47 +232,10 @@ def fingerprint(topology: graph.Topology, *, kept: frozenset[str] = frozenset())
             isinstance(c, nd.Suppress) for c in topology.children(node.name) if c.name in live
         ):
             continue  # a suppress runs its aggregation itself (its step)
-        shape = _step(topology, node, engine, kept)
+        shape = _step(topology, node, engine)
         if shape is not None:
             out.append({"node": node.name, "path": node.path, "shape": shape})
     return out
-
-
-def resumed(
-    topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None
-) -> tuple[frozenset[str], list[dict[str, Any]]]:
-    """What resuming from ``recorded`` steps runs: the windowed aggregations kept on the engine
-    (:func:`kept_on_engine`) and the fingerprint with them (computed once unless one is kept)."""
-    today = fingerprint(topology)
-    kept = _kept(topology, recorded, today)
-    return kept, (fingerprint(topology, kept=kept) if kept else today)
-
-
-def kept_on_engine(topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
-    """The windowed aggregations :func:`windows_on_jvm` would run on the JVM whose ``recorded``
-    step (the checkpoint's fingerprint, or the running revision's in the status; steps match by
-    position, as Spark finds operator state) says the Python engine wrote their state. They stay on
-    the engine, which runs every window kind: a checkpoint written before a window kind moved to
-    the JVM resumes where it was, rather than being refused (or misread). A reset (a fresh
-    checkpoint) moves them."""
-    return resumed(topology, recorded)[0]
-
-
-def _kept(
-    topology: graph.Topology, recorded: Sequence[Mapping[str, Any]] | None, today: list[dict[str, Any]]
-) -> frozenset[str]:
-    if not recorded or len(recorded) != len(today):
-        return frozenset()  # nothing recorded, or another plan (refused by :func:`changes`)
-    kept = set()
-    for old, new in zip(recorded, today, strict=True):
-        if (old.get("shape") or {}).get("implementation") != "engine" or new["shape"].get(
-            "implementation"
-        ) != "jvm":
-            continue
-        node = topology.node(new["node"])
-        # A suppress is its aggregation's step (it runs the aggregation itself).
-        kept.add(node.parents[0] if isinstance(node, nd.Suppress) else node.name)
-    return frozenset(kept)
 
 
 def _where(step: Mapping[str, Any]) -> str:

@@ -787,28 +787,6 @@ def test_a_new_driver_is_not_ready_on_its_predecessor_s_batch_nor_recorded_stabl
     assert ("ConfigMap", "apps", "wordcount-stable") in fake_cluster.objects
 
 
-def test_session_windows_whose_state_the_python_engine_wrote_stay_there(
-    run: Any, spec: dict[str, Any], fake_cluster: Any
-) -> None:
-    steps = spec["topology"]["streams"][0]["steps"]
-    steps[3:4] = [{"windowedBy": {"session": "1m", "grace": "10s"}}, {"count": {}}]
-    run(spec)
-    fake_cluster.run_pod(DRIVER)
-    running = run(spec)
-    recorded = running.status["state"]
-    assert [s["shape"]["implementation"] for s in recorded["steps"]] == ["jvm"]
-    # The status an operator from before sessions ran on the JVM wrote (the outcome's status is
-    # what the next reconcile reads).
-    recorded["steps"][0]["shape"]["implementation"] = "engine"
-
-    # An edit the state allows rolls out, and the aggregation stays on the engine that wrote it.
-    steps.insert(2, {"filter": "length(value) > 1"})
-    moved = run(spec)
-    assert not isinstance(moved.error, errors.InvalidSpecError), moved.status["message"]
-    assert [e.reason for e in moved.events] == ["RollingUpgrade"]
-    assert [s["shape"]["implementation"] for s in moved.status["state"]["steps"]] == ["engine"]
-
-
 def test_an_app_rolled_back_to_its_stable_revision_can_be_suspended(
     run: Any, spec: dict[str, Any], fake_cluster: Any
 ) -> None:

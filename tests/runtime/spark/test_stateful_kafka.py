@@ -20,7 +20,6 @@ from streamapp.runtime.spark.stateful import engine
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pytest
     from pyspark.sql import SparkSession
 
     from streamapp.runtime.topology import Topology
@@ -208,61 +207,3 @@ def test_after_a_key_change_there_are_as_many_tasks_as_input_partitions_whatever
     assert counts == sorted(
         [(_window_key(first, 100, 110), 1, 100 * S), (_window_key(second, 0, 10), 1, 1 * S)]
     )
-
-
-SESSIONS = """
-apiVersion: streamapp.io/v1alpha1
-kind: StreamApp
-metadata: {name: sessions}
-spec:
-  topology:
-    defaults: {keySerde: string, valueSerde: string}
-    streams:
-      - from: {topic: in}
-        steps:
-          - groupByKey: {}
-          - windowedBy: {session: 10s, grace: 0s}
-          - count: {}
-          - toStream: {}
-          - to: {topic: out, valueSerde: long}
-"""
-
-
-def test_session_state_the_python_engine_wrote_is_resumed_there(
-    spark: SparkSession,
-    kafka_bootstrap: str,
-    new_topic: Callable[..., str],
-    tmp_path: pathlib.Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Sessions moved to the JVM; a checkpoint whose sessions the Python engine holds (written
-    by a StreamApp from before: here the rule patched to keep them there) goes on with them."""
-    from streamapp.runtime.topology import state
-
-    source, out = new_topic(partitions=1), new_topic(partitions=1)
-    topology = manifest.build_topology(manifest.load_manifest(SESSIONS)).rename_topics(
-        {"in": source, "out": out}
-    )
-    checkpoint = tmp_path / "ckpt"
-
-    def produce(*seconds: int) -> None:
-        admin.produce(
-            kafka_bootstrap, source, [admin.Record(b"a", b"x", timestamp=T0 + t * S) for t in seconds]
-        )
-
-    def implementation() -> list[str]:
-        record = json.loads((checkpoint / "streamapp.json").read_text())
-        return [s["shape"]["implementation"] for s in record["state"]["steps"]]
-
-    produce(0, 2)
-    with monkeypatch.context() as old:
-        old.setattr(state, "windows_on_jvm", lambda topology, node, kept=frozenset(): False)
-        _run(spark, kafka_bootstrap, topology, checkpoint)
-    assert implementation() == ["engine"]
-    produce(4)
-    _run(spark, kafka_bootstrap, topology, checkpoint)
-    assert implementation() == ["engine"]
-    assert state.fingerprint(topology)[0]["shape"]["implementation"] == "jvm"  # a new checkpoint's
-    updates = _decode(admin.consume(kafka_bootstrap, out, timeout=20, idle=2))
-    # The third record merges the engine's session [0, 2] (2 records): a tombstone, then 3.
-    assert updates[-2:] == [(_window_key("a", 0, 2), None, 2 * S), (_window_key("a", 0, 4), 3, 4 * S)]

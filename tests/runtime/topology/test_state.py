@@ -224,15 +224,11 @@ def _sessions(b: StreamsBuilder, *, suppress: bool = False) -> None:
 
 
 @pytest.mark.parametrize("suppress", [False, True])
-def test_a_checkpoint_the_python_engine_wrote_keeps_its_windows_there(suppress: bool) -> None:
+def test_a_checkpoint_whose_windows_another_engine_wrote_is_refused(suppress: bool) -> None:
     topology = _build(lambda b: _sessions(b, suppress=suppress))
     today = state.fingerprint(topology)
     assert [s["shape"]["implementation"] for s in today] == ["jvm"]
     # What a StreamApp from before sessions ran on the JVM recorded for the same topology.
     recorded = [{**s, "shape": {**s["shape"], "implementation": "engine"}} for s in today]
-    kept = state.kept_on_engine(topology, recorded)
-    assert len(kept) == 1  # the aggregation (under a suppress too: its step is the suppress's)
-    assert state.changes(recorded, state.fingerprint(topology, kept=kept)) == []
-    # A checkpoint the JVM wrote, or none, keeps nothing on the engine.
-    assert state.kept_on_engine(topology, today) == state.kept_on_engine(topology, None) == frozenset()
-    assert state.changes(recorded, today)  # without keeping it, the engine's state would be refused
+    changes = state.changes(recorded, today)
+    assert len(changes) == 1 and "implementation" in str(changes[0]), changes
