@@ -89,6 +89,7 @@ def compile_join(ctx: context.Context, node: join_nodes.JoinNode) -> RecordFrame
             joiner=_joiner(node.joiner),
             left_join=node.how == "left",
             tasks=ctx.tasks(),
+            merged=ctx.merge_frontier,
         )
     counter = None
     if kind == "stream-stream":

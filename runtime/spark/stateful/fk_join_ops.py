@@ -12,7 +12,11 @@ another foreign key moves to another task. So, as in Kafka Streams:
 2. **subscriptions** (grouped by the foreign key's partition of Kafka Streams' repartition topic): the
    messages, unioned with the right table's records by side tag and processed in Kafka
    Streams' order (:func:`join_logic.merge_order`) by :class:`.fk_join_logic.ForeignKeyJoin`;
-   its responses go back by left key (``subscription-response`` topic);
+   its responses go back by left key (``subscription-response`` topic). Where the right table is
+   read straight from its partitions, a message waits while the right partition has records at
+   the broker beyond the batch (:func:`.frontier.take`): Kafka Streams' task has read the right
+   table's records long before the subscription topic brings a message, so a message never
+   overtakes an older right update because a micro-batch ended between them;
 3. **results** (grouped by the left key's hash): a key's responses in version order, then
    the order their task emitted them, so that a result computed before a re-point (in the old
    foreign key's task) never lands after the result of the re-point (a stale result, which
@@ -31,7 +35,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamapp.runtime.spark.frames import Logic, RecordFrame
-from streamapp.runtime.spark.stateful import engine, fk_join_logic, join_logic, join_ops
+from streamapp.runtime.spark.stateful import engine, fk_join_logic, frontier, join_logic, join_ops
 
 __all__ = ["foreign_key_join"]
 
@@ -141,16 +145,18 @@ def foreign_key_join(
     joiner: Logic,
     left_join: bool,
     tasks: engine.Tasks,
+    merged: frontier.Frontier | None = None,
 ) -> RecordFrame:
     """``left.join(right, foreignKeyExtractor, joiner)`` (or ``leftJoin``): the result table's
-    changelog, keyed by the left key; a result that goes away is a tombstone."""
+    changelog, keyed by the left key; a result that goes away is a tombstone. ``merged``: the
+    query's frontier, which holds messages back behind a right partition's unread records."""
     changes = _changes(left)
     pk_type, lv_type = _type(changes, "key"), _type(changes, "value")
     fk_type, rv_type = _type(right.frame.df, "key"), _type(right.frame.df, "value")
     messages = _messages(_foreign_keys(changes, extractor, fk_type), left_join=left_join)
     lefts = messages.select(
         F.lit(join_logic.LEFT).alias("side"), "fk", "pk", "instr", "lv", "ver",
-        F.lit(None).cast(rv_type).alias("rv"), "ts", "partition", "offset",
+        F.lit(None).cast(rv_type).alias("rv"), "ts", "partition", "offset", F.lit("").alias("topic"),
     )  # fmt: skip
     rights = right.frame.df.select(
         F.lit(join_logic.RIGHT).alias("side"),
@@ -163,13 +169,25 @@ def foreign_key_join(
         F.unix_millis("timestamp").alias("ts"),
         F.coalesce(F.col("partition"), F.lit(0)).cast("int").alias("partition"),
         (F.coalesce(F.col("offset"), F.lit(0)) * 2).cast("bigint").alias("offset"),
+        F.coalesce(F.col("topic"), F.lit("")).alias("topic"),
     ).where(F.col("fk").isNotNull())
     union = lefts.unionByName(rights)
     union = union.withColumn("task", engine.hash_task(union, "fk", tasks))
+    waits = merged if right.partitioned else None
+    if waits is not None:  # the frontier's columns: a message's "partition" is its left one's
+        topic = F.when(F.col("side") == join_logic.RIGHT, F.col("topic")).otherwise(F.lit(""))
+        union = union.withColumn("topic", topic).withColumns(
+            {"sub": F.xxhash64("topic", "partition"), "rank": F.col("side")}
+        )
     processor = fk_join_logic.ForeignKeyJoin(left_join=left_join)
 
     def subscribe(_task: Any, batch: pd.DataFrame, state: Any) -> tuple[Any, pd.DataFrame]:
         state = state if state is not None else processor.new_state()
+        if waits is not None:
+            held = state.setdefault("frontier", {"held": None, "memory": {}})
+            batch, held["held"] = frontier.take(
+                batch, held["held"], held["memory"], lambda t, p: t == "" or waits.caught_up(t, p)
+            )
         sides = batch["side"].tolist()
         payloads = [
             rv if side == join_logic.RIGHT else (int(instr), pk, lv, int(ver))
@@ -183,7 +201,8 @@ def foreign_key_join(
             batch["offset"].tolist(), strict=True,
         )  # fmt: skip
         out: list[fk_join_logic.Response] = []
-        for record in join_logic.merge_order(records, first=join_logic.LEFT):
+        ordered = records if waits is not None else join_logic.merge_order(records, first=join_logic.LEFT)
+        for record in ordered:
             processor.process(state, record, out.append)
         frame = pd.DataFrame(out, columns=["key", "ver", "left", "right", "ts"])
         frame["seq"] = range(len(frame))
