@@ -375,8 +375,7 @@ class StreamApp:
         elif self.config.starting_offsets is not None:
             starting["startingOffsets"] = self.config.starting_offsets
         self._started = time.monotonic()
-        self._execution = execution.start(
-            self.topology,
+        run_config = execution.RunConfig(
             name=self.application_id,
             bootstrap=self.bootstrap_servers,
             checkpoint=self.checkpoint_location,
@@ -398,6 +397,7 @@ class StreamApp:
             before_query=before_query,
             warm_up=warm_up,
         )
+        self._execution = execution.start(self.topology, run_config)
         self._progress = Progress(
             counted=bool(self._execution.observed or self._execution.read_sources)
             or not self.topology.source_topics()
@@ -523,9 +523,9 @@ class StreamApp:
         written: Mapping[str, tuple[int, int | None]] | None,
     ) -> None:
         from streamapp.runtime.kafka import progress  # noqa: PLC0415
-        from streamapp.runtime.spark import execution  # noqa: PLC0415
+        from streamapp.runtime.spark import plan  # noqa: PLC0415
 
-        counts = execution.counted_topics(
+        counts = plan.counted_topics(
             raw.get("observedMetrics") or {},
             run.observed,
             sources=raw.get("sources") or (),

@@ -73,7 +73,7 @@ def observe(compiled: Any, topology: Any) -> DataFrame:
     sinks = list(topology.sink_topics())
     if not _observed(compiled, sinks):
         return compiled.plan
-    columns = []  # out_<i>, ts_<i> in this order: execution.counted_topics reads out_<i> by position too
+    columns = []  # out_<i>, ts_<i> in this order: plan.counted_topics reads out_<i> by position too
     for i, topic in enumerate(sinks):
         hit = F.col("topic") == F.lit(topic)
         columns.append(F.sum(F.when(hit, 1).otherwise(0)).alias(f"out_{i}"))

@@ -29,6 +29,7 @@ __all__ = [
     "Launch",
     "base_conf",
     "build_session",
+    "local_slots",
 ]
 
 #: State partitions of a new checkpoint unless the app says otherwise. Fixed for the checkpoint's
@@ -103,6 +104,17 @@ def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[s
         "spark.driver.extraJavaOptions": f"{_JVM} -Dlog4j2.configurationFile={_LOG4J2}",
         "spark.executor.extraJavaOptions": f"{_JVM} -Dlog4j2.configurationFile={_LOG4J2}",
     }
+
+
+def local_slots(master: str) -> int | None:
+    """The task slots of a local master (``local``: 1, ``local[N]``/``local[N,F]``: N,
+    ``local[*]``: the cores), None for a cluster (``local-cluster[…]`` included)."""
+    if master == "local":
+        return 1
+    found = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+    if found is None:
+        return None
+    return (os.cpu_count() or 1) if found[1] == "*" else max(1, int(found[1]))
 
 
 #: A spark-defaults.conf to read as the lowest layer of the conf (the driver Pod's, written by the

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from streamapp.runtime import Serdes, StreamsBuilder, errors
-from streamapp.runtime.spark import checkpoints, execution
+from streamapp.runtime.spark import checkpoints, execution, session
 from streamapp.runtime.topology import TimeWindows, state
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def test_tasks_are_recorded_beside_and_independent_of_the_state_partitions(
      ("spark://h:7077", None)],
 )  # fmt: skip
 def test_local_slots_are_read_from_the_master(master: str, slots: int | None) -> None:
-    assert execution.local_slots(master) == slots
+    assert session.local_slots(master) == slots
 
 
 def test_a_checkpoint_refuses_a_topology_whose_state_it_cannot_hold(
@@ -253,9 +253,15 @@ def _refused_start(
     try:
         with pytest.raises(error, match=match):
             execution.start(
-                b.build(), name="refused", bootstrap="127.0.0.1:9", checkpoint=str(checkpoint),
-                master=None, spark=spark,
-            )  # fmt: skip
+                b.build(),
+                execution.RunConfig(
+                    name="refused",
+                    bootstrap="127.0.0.1:9",
+                    checkpoint=str(checkpoint),
+                    master=None,
+                    spark=spark,
+                ),
+            )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before or "2")
     assert spark.streams.active == []

@@ -103,7 +103,7 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
 def test_a_revision_that_fails_on_the_last_records_is_refused_by_its_warm_up(
     spark: SparkSession, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: pathlib.Path
 ) -> None:
-    from streamapp.runtime.spark import execution
+    from streamapp.runtime.spark import warm_up
 
     source, sink = new_topic(1), new_topic(1)
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in ["fine", "boom"]])
@@ -111,7 +111,7 @@ def test_a_revision_that_fails_on_the_last_records_is_refused_by_its_warm_up(
     builder.stream(source).map_values(Function("udfs:refuse_boom"), returns="string").to(sink)
     config = StreamsConfig(bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path))
     app = StreamApp(builder.build(), config, spark=spark)
-    with pytest.raises(execution.WarmUpFailed, match="refuse_boom: 'boom' is not accepted"):
+    with pytest.raises(warm_up.WarmUpFailed, match="refuse_boom: 'boom' is not accepted"):
         app.start(warm_up=lambda: True)
     assert admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=30) == []
     assert not (tmp_path / "offsets").exists()  # the query never started
