@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 -include e2e/e2e.mk
 -include tests/bench/bench.mk
 
-.PHONY: fuzz help prereqs-runtime prereqs-e2e setup-runtime setup lint format typecheck test test-long unit e2e bench bench-operator bench-reconciles bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
+.PHONY: fuzz help prereqs-runtime prereqs-e2e jvm setup-runtime setup lint format typecheck test test-long unit e2e bench bench-operator bench-reconciles bench-rollouts bench-windowed demo crds chart-test clean chaos images images-deps images-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,15 +24,15 @@ help: ## list the targets
 # local toolchain, GOTOOLCHAIN=local) and kubectl.
 GO_NEEDED = $(shell awk '$$1 == "go" {print $$2}' e2e/controlplane/go.mod e2e/controlplane/*/go.mod 2>/dev/null | sort -V | tail -1)
 
-prereqs-runtime: ## check the runtime's prerequisites: Python 3.11+, a JDK 17+ (java, javac), Maven
+prereqs-runtime: ## check the runtime's prerequisites: Python 3.11+, a JDK 17+ (java, javac), Maven 3.6.3+
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 		echo "setup: Python 3.11+ is required; $(PYTHON) is $$($(PYTHON) --version 2>&1 | head -1) (make PYTHON=python3.11 …)"; exit 1; }
 	@command -v java >/dev/null && command -v javac >/dev/null || { \
-		echo "setup: a JDK 17+ is required (java, and javac for the Kafka sink): install e.g. openjdk-17-jdk-headless"; exit 1; }
+		echo "setup: a JDK 17+ is required (java, and javac: Maven builds StreamApp's JVM library): install e.g. openjdk-17-jdk-headless"; exit 1; }
 	@v=$$(java -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $$2}'); \
 		[ "$${v%%.*}" -ge 17 ] 2>/dev/null || { echo "setup: a JDK 17+ is required; java is version $$v"; exit 1; }
 	@command -v mvn >/dev/null || { \
-		echo "setup: Maven (mvn) is required to fetch Kafka and Spark's Kafka connector from Maven Central"; exit 1; }
+		echo "setup: Maven (mvn) is required to build StreamApp's JVM library and fetch Kafka and Spark's Kafka connector from Maven Central"; exit 1; }
 
 prereqs-e2e: ## check the e2e suite's prerequisites: Go (as e2e/controlplane/go.mod requires) and kubectl
 	@go=$${GO:-$$(command -v go || echo /usr/local/go/bin/go)}; \
@@ -52,10 +52,26 @@ $(STAMP): pyproject.toml | prereqs-runtime
 		> $(VENV)/install.log 2>&1 || { tail -40 $(VENV)/install.log; echo "setup: pip failed, see $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
 
-setup-runtime: prereqs-runtime $(STAMP) ## the runtime only (venv, Kafka, Spark's connector): what demo and unit need; cached
+# StreamApp's JVM library (runtime/jvm/README.md): Maven compiles it, runs its JUnit tests (a failing
+# one fails the set-up) and writes the jar the runtime loads and the wheel ships, with the project's
+# local repository (the first build downloads Spark's and Kafka's artifacts, later ones need no
+# network). Rebuilt only when a file of the module changed.
+JVM_JAR := runtime/jvm/target/streamapp-runtime-jvm-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1).jar
+JVM_LOG := runtime/jvm/target/build.log
+
+jvm: $(JVM_JAR) ## StreamApp's JVM library: mvn package in runtime/jvm, its JUnit tests included; cached
+
+$(JVM_JAR): runtime/jvm/pom.xml $(shell find runtime/jvm/src -type f 2>/dev/null) | prereqs-runtime
+	@echo "setup: building StreamApp's JVM library with Maven, JUnit tests included (log: $(JVM_LOG))"
+	@mkdir -p $(dir $(JVM_LOG))
+	@mvn -q -B -Dmaven.repo.local=$(STREAMAPP_CACHE)/m2 -f runtime/jvm/pom.xml package > $(JVM_LOG) 2>&1 || { \
+		tail -60 $(JVM_LOG); echo "setup: building the JVM library failed, see $(JVM_LOG)"; exit 1; }
+	@touch $@
+
+setup-runtime: prereqs-runtime $(STAMP) jvm ## the runtime only (venv, Kafka, Spark's connector): what demo and unit need; cached
 	@$(VENV)/bin/streamapp setup
 
-setup: prereqs-runtime prereqs-e2e $(STAMP) $(if $(wildcard e2e/e2e.mk),e2e-deps) ## everything: the runtime, the driver's class-data archive and the e2e control plane (built from Go modules); cached
+setup: prereqs-runtime prereqs-e2e $(STAMP) jvm $(if $(wildcard e2e/e2e.mk),e2e-deps) ## everything: the runtime, the driver's class-data archive and the e2e control plane (built from Go modules); cached
 	@# setup-runtime's `streamapp setup`, with the archive (one run: its lines are printed once)
 	@$(VENV)/bin/streamapp setup --class-data-archive
 
@@ -117,7 +133,7 @@ chart-test: $(STAMP) e2e-deps ## lint, render and test the Helm chart (with the 
 images-deps: ## Debian's buildah and mmdebstrap (apt-get as root, only when missing)
 	@e2e/apt-deps.sh "make images" buildah=buildah mmdebstrap=mmdebstrap
 
-images: $(STAMP) images-deps ## build the operator and runtime images with buildah on a Debian base (cached by inputs)
+images: $(STAMP) jvm images-deps ## build the operator and runtime images with buildah on a Debian base (cached by inputs)
 	@images/build.sh operator
 	@images/build.sh runtime
 
@@ -125,7 +141,7 @@ images-test: setup images ## the built images: user, entrypoint, labels, the dri
 	$(PY) -m pytest e2e/test_images.py
 
 clean: ## remove the venv and build leftovers (the download cache stays)
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache runtime/jvm/target
 
 chaos: setup ## kill -9 the driver 50 times (and restart the broker twice) under load; results in tests/chaos/results
 	$(PY) -m tests.chaos.run --kills 50 --broker-restarts 2 --out tests/chaos/results

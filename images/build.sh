@@ -3,7 +3,8 @@
 # beyond root's) on a Debian base made by images/base.sh, from a context images/context.py fills.
 # Usage: images/build.sh operator|runtime
 # Cached: the image is rebuilt only when its inputs changed — the sources, pyproject.toml, this
-# folder and the base's package list, hashed into build/images/<kind>.inputs.
+# folder and the base's package list, hashed into build/images/<kind>.inputs (the JVM library's
+# build output is not an input: its sources are).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,8 @@ esac
 mkdir -p build/images
 inputs=$( {
   echo "$packages $version"
-  find runtime operator images pyproject.toml -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 |
+  find runtime operator images pyproject.toml -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+    ! -path 'runtime/jvm/target/*' -print0 |
     sort -z | xargs -0 sha256sum
   if [ "$kind" = runtime ]; then
     .venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))'

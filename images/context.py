@@ -5,10 +5,11 @@ here (the host trusts them through its own configuration, which the image lacks)
 user's build is faster and reproducible from the same inputs. So the host resolves everything:
 
 - ``wheels/``: the streamapp wheel and every dependency as wheels (pyspark, an sdist, is built once
-  and kept in pip's cache);
-- ``cache/`` (runtime only): Spark's Kafka connector jars and StreamApp's compiled JVM sink, laid
-  out as ``$STREAMAPP_CACHE`` is inside the image (``/opt/streamapp/cache``), with the classpath
-  file rewritten to those paths, so a driver never calls Maven or javac.
+  and kept in pip's cache); the streamapp wheel carries StreamApp's JVM library (``runtime/jvm``'s
+  jar, which ``make jvm`` builds: checked before the wheel is made);
+- ``cache/`` (runtime only): Spark's Kafka connector jars, laid out as ``$STREAMAPP_CACHE`` is
+  inside the image (``/opt/streamapp/cache``), with the classpath file rewritten to those paths,
+  so a driver never calls Maven.
 
 Usage: ``python images/context.py operator|runtime OUT`` (``images/build.sh`` calls it).
 """
@@ -39,6 +40,10 @@ def _requirements(kind: str) -> list[str]:
 
 
 def _wheels(kind: str, out: pathlib.Path) -> None:
+    if kind == "runtime":
+        from streamapp.runtime.embedded import artifacts  # noqa: PLC0415
+
+        artifacts.runtime_jar()  # built and current, or the wheel would ship none (or an old one)
     wheels = out / "wheels"
     wheels.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels)]
@@ -51,11 +56,9 @@ def _wheels(kind: str, out: pathlib.Path) -> None:
 
 def _jars(out: pathlib.Path) -> None:
     from streamapp.runtime.embedded import artifacts  # noqa: PLC0415
-    from streamapp.runtime.spark import jvm_sink  # noqa: PLC0415
 
     cache = out / "cache"
     (cache / "jars").mkdir(parents=True)
-    (cache / "jvm").mkdir()
     (cache / "classpath").mkdir()
     inside = []
     for jar in artifacts.spark_kafka_connector_jars():
@@ -63,8 +66,6 @@ def _jars(out: pathlib.Path) -> None:
         inside.append(str(IMAGE_CACHE / "jars" / jar.name))
     classpath = f"spark-sql-kafka-{artifacts.spark_version()}.txt"
     (cache / "classpath" / classpath).write_text(os.pathsep.join(inside))
-    sink = jvm_sink.jar()  # its name is a hash of its source and these jars' names: found as is
-    shutil.copy2(sink, cache / "jvm" / sink.name)
 
 
 def main(kind: str, out: pathlib.Path) -> None:

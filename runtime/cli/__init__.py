@@ -36,6 +36,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         return 2
     connector = artifacts.spark_kafka_connector_jars()
     print(f"spark-sql-kafka-0-10 {artifacts.spark_version()}: {len(connector)} jars")
+    print(f"StreamApp's JVM library: {artifacts.runtime_jar()}")
     print(f"cache: {artifacts.cache_dir()}")
     return _class_data_archive(connector, broker=not args.no_broker) if args.class_data_archive else 0
 
@@ -62,10 +63,11 @@ def _class_data_archive(connector: list[pathlib.Path], *, broker: bool = True) -
     import tempfile  # noqa: PLC0415
     import time  # noqa: PLC0415
 
-    from streamapp.runtime.spark import cds, jvm_sink  # noqa: PLC0415
+    from streamapp.runtime.embedded import artifacts  # noqa: PLC0415
+    from streamapp.runtime.spark import cds  # noqa: PLC0415
 
     # The jars a session puts on spark.jars (session.base_conf): the name the session looks for.
-    path = cds.archive([*connector, jvm_sink.jar()])
+    path = cds.archive([*connector, artifacts.runtime_jar()])
     if path.is_file():
         print(f"class-data archive: {path} ({path.stat().st_size >> 20} MB, cached)")
         return 0

@@ -5,6 +5,10 @@ a tiny generated pom per artifact set, resolved by Maven into ``<cache>/m2`` and
 classpath written to ``<cache>/classpath/<name>-<version>.txt``. A second call reads that file and
 touches no network, which keeps ``make setup`` and every test session start fast.
 
+StreamApp's own JVM library (``runtime/jvm``, a Maven module whose dependencies come through the
+same local repository) is built by ``make setup`` and shipped in the wheel: :func:`runtime_jar`
+finds it.
+
 This module must not import pyspark (the operator imports the runtime's light modules).
 """
 
@@ -25,6 +29,7 @@ __all__ = [
     "ArtifactSet",
     "cache_dir",
     "kafka_broker_classpath",
+    "runtime_jar",
     "spark_kafka_connector_jars",
     "spark_version",
 ]
@@ -44,6 +49,39 @@ def cache_dir() -> pathlib.Path:
     base = pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "streamapp"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+#: StreamApp's JVM library: its Maven module in a checkout, the built jar in ``target`` (the wheel
+#: ships the jar alone, at the same place in the package).
+JVM_MODULE = pathlib.Path(__file__).resolve().parents[1] / "jvm"
+
+
+def runtime_jar() -> pathlib.Path:
+    """StreamApp's JVM library (window engines, Kafka sink, batch gate, checkpoint file manager,
+    UDFs): ``runtime/jvm/target/streamapp-runtime-jvm-<version>.jar``, which ``make setup`` builds
+    with Maven. In a checkout it must be newer than its sources: a jar older than an edited source
+    would run the old code, so it is refused, naming the newer file."""
+    try:
+        version = importlib.metadata.version("streamapp")
+    except importlib.metadata.PackageNotFoundError as exc:  # pragma: no cover - install defect
+        raise errors.SetupError("streamapp is not installed in this environment; run `make setup`") from exc
+    jar = JVM_MODULE / "target" / f"streamapp-runtime-jvm-{version}.jar"
+    if not jar.is_file():
+        raise errors.SetupError(
+            f"StreamApp's JVM library {jar} is missing: `make setup` builds it (Maven, runtime/jvm)"
+        )
+    pom = JVM_MODULE / "pom.xml"
+    if pom.is_file():  # a checkout
+        built = jar.stat().st_mtime
+        sources = [pom, *(JVM_MODULE / "src" / "main").rglob("*.java")]
+        newer = [p for p in sources if p.stat().st_mtime > built]
+        if newer:
+            raise errors.SetupError(
+                f"StreamApp's JVM library {jar} is older than {newer[0]}"
+                f"{f' and {len(newer) - 1} more source(s)' if len(newer) > 1 else ''}: "
+                "`make jvm` (or `make setup`) rebuilds it"
+            )
+    return jar
 
 
 def spark_version() -> str:

@@ -1,29 +1,19 @@
-"""The JVM half of StreamApp's Kafka sink: build the writer's jar once, call it per micro-batch.
+"""The JVM half of StreamApp's Kafka sink, called per micro-batch.
 
-``jvm/io/streamapp/spark/KafkaRecordWriter.java`` writes a batch's rows with explicit timestamps
-from the executors' JVMs (``TransactionalRecordWriter.java`` does it exactly once) — no rows
-cross into Python, so the sink costs what Spark's own Kafka sink costs. The sources ship in the
-package; :func:`jar` compiles them with the JDK's ``javac``
-against the installed pyspark's jars and the Kafka client the connector brought, and caches the
-jar under ``$STREAMAPP_CACHE/jvm`` keyed by a hash of the source and those versions (the runtime
-image builds it at image build time, so drivers never compile).
+``KafkaRecordWriter.java`` writes a batch's rows with explicit timestamps from the executors' JVMs
+(``TransactionalRecordWriter.java`` does it exactly once) — no rows cross into Python, so the sink
+costs what Spark's own Kafka sink costs. The classes are StreamApp's JVM library (``runtime/jvm``,
+built by ``make setup``), which every session puts on ``spark.jars``
+(:func:`streamapp.runtime.embedded.artifacts.runtime_jar`).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import os
-import pathlib
-import shutil
-import subprocess
-import tempfile
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-from streamapp.runtime.embedded import artifacts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,12 +22,9 @@ __all__ = [
     "CLASS",
     "SINK_FORMAT",
     "SINK_OPTION",
-    "SOURCE",
-    "SOURCES",
     "TRANSACTIONAL_CLASS",
     "dry_run",
     "gate",
-    "jar",
     "register",
     "warm_up",
     "write",
@@ -45,63 +32,8 @@ __all__ = [
     "written",
 ]
 
-SOURCE = pathlib.Path(__file__).with_name("jvm") / "io" / "streamapp" / "spark" / "KafkaRecordWriter.java"
-SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 CLASS = "io.streamapp.spark.KafkaRecordWriter"
 TRANSACTIONAL_CLASS = "io.streamapp.spark.TransactionalRecordWriter"
-
-
-def _tool(name: str) -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (pathlib.Path(home) / "bin" / name).exists():
-        return str(pathlib.Path(home) / "bin" / name)
-    found = shutil.which(name)
-    if not found:
-        raise RuntimeError(f"StreamApp's Kafka sink is compiled with the JDK's {name}, which is not on PATH")
-    return found
-
-
-def _classpath() -> list[pathlib.Path]:
-    import pyspark  # noqa: PLC0415
-
-    spark_jars = pathlib.Path(pyspark.__file__).parent / "jars"
-    kafka = [p for p in artifacts.spark_kafka_connector_jars() if p.name.startswith("kafka-clients")]
-    return [spark_jars / "*", *kafka]
-
-
-def jar() -> pathlib.Path:
-    """The writer's jar, compiled on first use and cached."""
-    classpath = _classpath()
-    digest = hashlib.sha256()
-    for source in SOURCES:
-        digest.update(source.read_bytes())
-    digest.update(artifacts.spark_version().encode())
-    digest.update(" ".join(p.name for p in classpath).encode())
-    target = artifacts.cache_dir() / "jvm" / f"streamapp-sink-{digest.hexdigest()[:16]}.jar"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="streamapp-jvm-") as tmp:
-        classes = pathlib.Path(tmp) / "classes"
-        cp = os.pathsep.join(str(p) for p in classpath)
-        javac = [
-            _tool("javac"),
-            "--release",
-            "17",
-            "-nowarn",
-            "-cp",
-            cp,
-            "-d",
-            str(classes),
-            *map(str, SOURCES),
-        ]
-        built = subprocess.run(javac, capture_output=True, text=True, check=False)
-        if built.returncode != 0:
-            raise RuntimeError(f"compiling StreamApp's Kafka sink failed:\n{built.stderr.strip()}")
-        partial = pathlib.Path(tmp) / target.name
-        subprocess.run([_tool("jar"), "cf", str(partial), "-C", str(classes), "."], check=True)
-        os.replace(partial, target)  # atomic: concurrent builders never see half a jar
-    return target
 
 
 def _java_map(jvm: Any, mapping: Mapping[str, str]) -> Any:

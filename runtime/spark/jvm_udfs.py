@@ -1,6 +1,6 @@
-"""StreamApp's Java UDFs (``runtime/spark/jvm``, in the jar :func:`jvm_sink.jar` builds and every
-session loads) as Spark columns: one table of them, registered in the session where a plan uses
-one (registering again replaces the same function; a query resolves it when its plan is analysed).
+"""StreamApp's Java UDFs (in its JVM library, ``runtime/jvm``, which every session loads) as Spark
+columns: one table of them, registered in the session where a plan uses one (registering again
+replaces the same function; a query resolves it when its plan is analysed).
 """
 
 from __future__ import annotations

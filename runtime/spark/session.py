@@ -19,7 +19,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamapp.runtime.embedded import artifacts
-from streamapp.runtime.spark import cds, jvm_output, jvm_sink
+from streamapp.runtime.spark import cds, jvm_output
 
 __all__ = [
     "DEFAULT_DRIVER_MEMORY",
@@ -83,7 +83,7 @@ REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|keystore[.]key|jaas[
 
 def base_conf(*, shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> dict[str, str]:
     """The Spark conf StreamApp always sets (callers' conf is layered on top)."""
-    jars = ",".join(str(p) for p in [*artifacts.spark_kafka_connector_jars(), jvm_sink.jar()])
+    jars = ",".join(str(p) for p in [*artifacts.spark_kafka_connector_jars(), artifacts.runtime_jar()])
     return {
         "spark.jars": jars,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),

@@ -166,7 +166,7 @@ class Gate:
 
 
 class JvmGate:
-    """A ``BatchGate`` of the JVM (``jvm/io/streamapp/spark/BatchGate.java``): the gate of
+    """A ``BatchGate`` of the JVM (``runtime/jvm``'s ``BatchGate.java``): the gate of
     :class:`Gate` and the fence, run by Spark's stream thread with no call into Python. Give
     :attr:`java` to the Java ``DataStreamWriter.foreachBatch``."""
 

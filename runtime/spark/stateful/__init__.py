@@ -6,7 +6,7 @@ boundaries), session windows refuse update mode, aggregators cannot be Python fu
 subtractors. Here every stateful step is a pure-Python fold (:mod:`.aggregation`,
 :mod:`.windows`) run over Spark state by :mod:`.engine`; :mod:`.ops` holds what the compiler
 calls for each DSL operation. Windows of every kind with a declarative aggregator run the same
-semantics on the JVM instead (``jvm/io/streamapp/spark/``: ``TimeWindowAggregation.java``,
+semantics on the JVM instead (``runtime/jvm``: ``TimeWindowAggregation.java``,
 ``SlidingWindowAggregation.java``, ``SessionWindowAggregation.java``), with state per key and
 window rather than a task's windows in one value
 (:func:`streamapp.runtime.topology.state.windows_on_jvm` decides).

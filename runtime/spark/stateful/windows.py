@@ -10,7 +10,7 @@ This module reproduces that over a *task* — the records of one input partition
 so results do not depend on where micro-batch boundaries fall. The Spark glue
 (:mod:`.engine`) hands each task's batch here with its running stream time (a vectorised cummax).
 Windows with a declarative aggregator run the same semantics on the JVM, with state per key
-(``jvm/io/streamapp/spark/*WindowAggregation.java``); the differential tests hold the two to the
+(``runtime/jvm``'s ``*WindowAggregation.java``); the differential tests hold the two to the
 same rows. This engine runs user functions and merged topics, and checkpoints it wrote.
 
 Window semantics follow Kafka Streams: tumbling/hopping windows are ``[start, start + size)``

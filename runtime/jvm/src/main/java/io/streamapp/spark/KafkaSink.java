@@ -11,7 +11,6 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -21,13 +20,11 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
-import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
-import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -185,7 +182,7 @@ public final class KafkaSink implements TableProvider {
   }
 
   /** Update mode writes what each batch emits, as append does (a KTable's changelog). */
-  static final class Builder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
+  static final class Builder implements SparkInternals.UpdateAsAppendWriteBuilder {
     private final Registered registered;
     private final StructType schema;
 
@@ -228,8 +225,7 @@ public final class KafkaSink implements TableProvider {
     @Override
     public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
       // Spark's stream thread, before the batch's tasks: the gate holds or refuses the batch here.
-      String batch = SparkSession.active().sparkContext().getLocalProperty("streaming.sql.batchId");
-      registered.gate.enter(batch == null ? -1 : Long.parseLong(batch));
+      registered.gate.enter(SparkInternals.currentBatchId());
       return new Factory(registered.config, columns);
     }
 

@@ -25,7 +25,6 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -85,7 +84,7 @@ public final class TransactionalRecordWriter {
       throws Exception {
     final HashMap<String, String> conf = new HashMap<>(config);
     final KafkaRecordWriter.Columns columns = KafkaRecordWriter.Columns.of(rows.schema());
-    org.apache.spark.rdd.RDD<InternalRow> rdd = rows.queryExecution().toRdd();
+    org.apache.spark.rdd.RDD<InternalRow> rdd = SparkInternals.internalRows(rows);
     ensureMarkerPartitions(conf, markerTopic, rdd.getNumPartitions(), true);
     return rdd.toJavaRDD()
         .mapPartitionsWithIndex(

@@ -68,8 +68,7 @@ public final class KafkaRecordWriter {
   public static void write(Dataset<Row> rows, Map<String, String> config) {
     final HashMap<String, String> conf = new HashMap<>(config);
     final Columns columns = Columns.of(rows.schema());
-    rows.queryExecution()
-        .toRdd()
+    SparkInternals.internalRows(rows)
         .toJavaRDD()
         .foreachPartition(
             (VoidFunction<Iterator<InternalRow>>) it -> writePartition(it, conf, columns.fresh()));

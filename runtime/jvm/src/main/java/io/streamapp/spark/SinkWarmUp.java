@@ -85,7 +85,7 @@ public final class SinkWarmUp {
   public static long dryRun(Dataset<Row> rows, Map<String, String> config, String markerTopic)
       throws Exception {
     final KafkaRecordWriter.Columns columns = KafkaRecordWriter.Columns.of(rows.schema());
-    org.apache.spark.rdd.RDD<InternalRow> rdd = rows.queryExecution().toRdd();
+    org.apache.spark.rdd.RDD<InternalRow> rdd = SparkInternals.internalRows(rows);
     if (markerTopic != null) {
       TransactionalRecordWriter.ensureMarkerPartitions(
           new HashMap<>(config), markerTopic, rdd.getNumPartitions(), false);

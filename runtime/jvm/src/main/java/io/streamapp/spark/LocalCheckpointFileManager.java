@@ -14,16 +14,8 @@ import java.nio.file.attribute.BasicFileAttributes;
 import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
-import org.apache.hadoop.fs.FileStatus;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.fs.PathFilter;
-import org.apache.hadoop.fs.RawLocalFileSystem;
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
-import org.apache.spark.sql.internal.SQLConf;
 
 /**
  * Streaming checkpoint files on a local disk through {@code java.nio}: the offset and commit logs,
@@ -40,41 +32,24 @@ import org.apache.spark.sql.internal.SQLConf;
  * Like Hadoop's local file system, nothing is synced to the device: a file is durable against a
  * process crash, not a power loss.
  *
+ * <p>The publish without replacing is what refuses a second writer: two drivers that run one
+ * checkpoint (a driver that lost its Lease and the one that took over) both write the offset log's
+ * file of the next batch, and the second to publish fails instead of replacing the first's.
+ *
  * <p>A path on any other file system (HDFS, an object store) goes to Spark's own manager for it,
- * unchanged. Set as {@code spark.sql.streaming.checkpointFileManagerClass}.
+ * unchanged ({@link SparkInternals.CheckpointFiles}, which implements Spark's interface). Set as
+ * {@code spark.sql.streaming.checkpointFileManagerClass}.
  */
-public final class LocalCheckpointFileManager implements CheckpointFileManager {
-  private static final String CONF_KEY = "spark.sql.streaming.checkpointFileManagerClass";
+public final class LocalCheckpointFileManager extends SparkInternals.CheckpointFiles {
   private static final int BUFFER = 64 * 1024;
 
-  private final Path root;
-  /** Files of a local path (opened and listed through Hadoop's raw local FS: no process). */
-  private final RawLocalFileSystem local;
-  /** Spark's own manager, for a path on another file system. */
-  private final CheckpointFileManager other;
-
   public LocalCheckpointFileManager(Path path, Configuration conf) {
-    this.root = path;
-    FileSystem fs = call(() -> path.getFileSystem(conf));
-    if (fs instanceof LocalFileSystem) {
-      fs = ((LocalFileSystem) fs).getRawFileSystem();
-    }
-    if (fs instanceof RawLocalFileSystem) {
-      this.local = (RawLocalFileSystem) fs;
-      this.other = null;
-    } else {
-      Configuration without = new Configuration(conf);
-      without.unset(CONF_KEY);
-      this.local = null;
-      this.other = CheckpointFileManager.create(path, without);
-    }
+    super(path, conf);
   }
 
   @Override
-  public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-    if (other != null) {
-      return other.createAtomic(path, overwriteIfPossible);
-    }
+  protected SparkInternals.CheckpointFiles.AtomicWrite beginAtomic(Path path, boolean overwrite)
+      throws IOException {
     java.nio.file.Path target = file(path);
     java.nio.file.Path temp =
         target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
@@ -82,67 +57,25 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
     try {
       out = Files.newOutputStream(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
     } catch (NoSuchFileException missingFolder) {
-      call(() -> Files.createDirectories(target.getParent()));
-      out = call(() -> Files.newOutputStream(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE));
-    } catch (IOException e) {
-      throw sneaky(e);
+      Files.createDirectories(target.getParent());
+      out = Files.newOutputStream(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
     }
-    return new AtomicFile(new BufferedOutputStream(out, BUFFER), temp, target, overwriteIfPossible);
+    return new AtomicFile(new BufferedOutputStream(out, BUFFER), temp, target, overwrite);
   }
 
   @Override
-  public FSDataInputStream open(Path path) {
-    return other != null ? other.open(path) : call(() -> local.open(path));
+  protected void mkdirsLocal(Path path) throws IOException {
+    Files.createDirectories(file(path));
   }
 
   @Override
-  public FileStatus[] list(Path path, PathFilter filter) {
-    return other != null ? other.list(path, filter) : call(() -> local.listStatus(path, filter));
+  protected boolean existsLocal(Path path) {
+    return Files.exists(file(path));
   }
 
   @Override
-  public void mkdirs(Path path) {
-    if (other != null) {
-      other.mkdirs(path);
-    } else {
-      call(() -> Files.createDirectories(file(path)));
-    }
-  }
-
-  @Override
-  public boolean exists(Path path) {
-    return other != null ? other.exists(path) : Files.exists(file(path));
-  }
-
-  @Override
-  public void delete(Path path) {
-    if (other != null) {
-      other.delete(path);
-    } else {
-      call(() -> deleteTree(file(path)));
-    }
-  }
-
-  @Override
-  public boolean isLocal() {
-    return other == null || other.isLocal();
-  }
-
-  @Override
-  public Path createCheckpointDirectory() {
-    if (other != null) {
-      return other.createCheckpointDirectory();
-    }
-    Path qualified = local.makeQualified(root);
-    mkdirs(qualified);
-    return qualified;
-  }
-
-  @Override
-  public void close() {
-    if (other != null) {
-      other.close();
-    }
+  protected void deleteLocal(Path path) throws IOException {
+    deleteTree(file(path));
   }
 
   private java.nio.file.Path file(Path path) {
@@ -154,11 +87,11 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
     return file.resolveSibling("." + file.getFileName() + ".crc");
   }
 
-  private static Void deleteTree(java.nio.file.Path top) throws IOException {
+  private static void deleteTree(java.nio.file.Path top) throws IOException {
     if (!Files.isDirectory(top, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
       Files.deleteIfExists(top);
       Files.deleteIfExists(checksumOf(top));
-      return null;
+      return;
     }
     try {
       Files.walkFileTree(top, new SimpleFileVisitor<java.nio.file.Path>() {
@@ -182,42 +115,34 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
     } catch (NoSuchFileException gone) {
       // deleted meanwhile: nothing left to delete
     }
-    return null;
   }
 
-  /** Written to {@code temp}; on close, published as {@code target} in one system call. */
-  private static final class AtomicFile extends CancellableFSDataOutputStream {
+  /** Written to {@code temp}; published as {@code target} in one system call. */
+  private static final class AtomicFile implements SparkInternals.CheckpointFiles.AtomicWrite {
+    private final OutputStream out;
     private final java.nio.file.Path temp;
     private final java.nio.file.Path target;
     private final boolean overwrite;
-    private boolean done;
 
     AtomicFile(OutputStream out, java.nio.file.Path temp, java.nio.file.Path target, boolean overwrite) {
-      super(out);
+      this.out = out;
       this.temp = temp;
       this.target = target;
       this.overwrite = overwrite;
     }
 
     @Override
-    public synchronized void close() throws IOException {
-      if (done) {
-        return;
-      }
-      done = true;
-      try {
-        super.close();
-        publish();
-      } finally {
-        Files.deleteIfExists(temp);
-      }
-      if (SQLConf.get().checkpointRenamedFileCheck() && !Files.exists(target)) {
-        throw new IllegalStateException(
-            "Renamed temp file " + temp + " to " + target + ". But " + target + " does not exist.");
-      }
+    public OutputStream stream() {
+      return out;
     }
 
-    private void publish() throws IOException {
+    @Override
+    public java.nio.file.Path target() {
+      return target;
+    }
+
+    @Override
+    public void publish() throws IOException {
       if (overwrite) {
         Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE);  // rename(2) replaces
         // A checksum Hadoop wrote for the replaced file (a checkpoint begun with Spark's own
@@ -239,42 +164,8 @@ public final class LocalCheckpointFileManager implements CheckpointFileManager {
     }
 
     @Override
-    public synchronized void cancel() {
-      if (done) {
-        return;
-      }
-      done = true;
-      try {
-        super.close();
-      } catch (IOException ignored) {
-        // the temporary file goes anyway
-      }
-      try {
-        Files.deleteIfExists(temp);
-      } catch (IOException ignored) {
-        // a hidden temporary file left behind is never read
-      }
+    public void removeTemporary() throws IOException {
+      Files.deleteIfExists(temp);
     }
-  }
-
-  private interface IoCall<T> {
-    T call() throws IOException;
-  }
-
-  private static <T> T call(IoCall<T> body) {
-    try {
-      return body.call();
-    } catch (IOException e) {
-      throw sneaky(e);
-    }
-  }
-
-  /**
-   * Rethrows a checked exception unchanged: the Scala interface declares none, and Spark's
-   * callers catch Hadoop's (FileNotFoundException, FileAlreadyExistsException) by type.
-   */
-  @SuppressWarnings("unchecked")
-  private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
-    throw (E) e;
   }
 }

@@ -1,7 +1,6 @@
 package io.streamapp.spark;
 
 import org.apache.spark.sql.api.java.UDF6;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Why a source record cannot be read by its serdes, as a UDF that {@code codecs.readable} calls
@@ -44,7 +43,7 @@ public final class SourceProblem
           ? null
           : "a " + serde + " is " + width + " bytes, this value has " + bytes.length;
     }
-    return UTF8String.fromBytes(bytes).isValid() ? null : "not valid UTF-8";
+    return SparkInternals.validUtf8(bytes) ? null : "not valid UTF-8";
   }
 
   @Override

@@ -1,0 +1,94 @@
+package io.streamapp.spark;
+
+import static io.streamapp.spark.WindowRuns.batch;
+import static io.streamapp.spark.WindowRuns.record;
+import static io.streamapp.spark.WindowRuns.started;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.util.List;
+
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.util.LongAccumulator;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** Session windows: merging within the gap, the merged sessions' tombstones, closing, late drops. */
+class SessionWindowAggregationTest {
+  private final StateStore store = new StateStore();
+  private final LongAccumulator late = new LongAccumulator();
+
+  private SessionWindowAggregation.Processor processor(long gap, long grace, String emit, String function) {
+    SessionWindowAggregation.Spec spec =
+        new SessionWindowAggregation.Spec(
+            gap,
+            grace,
+            KeyedWindows.emitsFinal(emit),
+            "suppress".equals(emit),
+            TimeWindowAggregation.Aggregator.of(function, DataTypes.LongType),
+            WindowRuns.INPUT);
+    return started(new SessionWindowAggregation.Processor(spec, late), store);
+  }
+
+  @Test
+  void aRecordMergesTheSessionsWithinTheGapAndTheMergedOnesAreTombstoned() {
+    var sessions = processor(10, 100, "updates", "count");
+    assertEquals(
+        List.of("update a 0 0 - @0", "update a 0 5 2 @5"),
+        batch(sessions, record("a", 1L, 0, 0), record("a", 1L, 5, 1)));
+    assertEquals(
+        List.of("update a 30 30 - @30", "update a 20 30 2 @30"),
+        batch(sessions, record("a", 1L, 30, 2), record("a", 1L, 20, 3)));
+    // 12 is within the gap of both [0, 5] and [20, 30]: one session [0, 30] of five records.
+    assertEquals(
+        List.of("update a 0 5 - @5", "update a 20 30 - @30", "update a 0 30 5 @30"),
+        batch(sessions, record("a", 1L, 12, 4)));
+    assertEquals(1, store.size("sessions"));
+  }
+
+  @Test
+  void mergedAggregatesAreFoldedAsTheRecordsWouldBe() {
+    var latest = processor(10, 100, "updates", "latest");
+    batch(latest, record("a", 1L, 0, 0), record("a", 2L, 20, 1));
+    // 10 arrives last but is not the newest record of the merged session [0, 20]: 20's value stays.
+    assertEquals(
+        List.of("update a 0 0 - @0", "update a 20 20 - @20", "update a 0 20 2 @20"),
+        batch(latest, record("a", 3L, 10, 2)));
+  }
+
+  @Test
+  void aRecordForAnExpiredSessionIsLateAndMergesNothing() {
+    var sessions = processor(10, 0, "updates", "count");
+    batch(sessions, record("a", 1L, 0, 0), record("z", 1L, 50, 1));
+    // Stream time 50: a@5 would merge [0, 0], which the store no longer returns; alone, its
+    // session [5, 5] ended before 50 - 0 - 10.
+    assertEquals(List.of("late a 5 5 - @5"), batch(sessions, record("a", 1L, 5, 2)));
+    assertEquals(1, late.value());
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"final", "suppress"})
+  void emitFinalClosesSessionsByEndStartKeyAndSuppressByEndKeyStart(String emit) {
+    var sessions = processor(10, 0, emit, "count");
+    assertEquals(
+        List.of(),
+        batch(sessions, record("b", 1L, 0, 0), record("a", 1L, 5, 1), record("b", 1L, 10, 2),
+            record("a", 1L, 10, 3)));
+    // Both sessions end at 10 and close once the stream time reaches 10 + 0 + 10 + 1.
+    assertEquals(List.of(), batch(sessions, record("c", 1L, 20, 4)));
+    assertEquals(
+        "final".equals(emit)
+            ? List.of("final b 0 10 2 @10", "final a 5 10 2 @10")
+            : List.of("final a 5 10 2 @10", "final b 0 10 2 @10"),
+        batch(sessions, record("c", 1L, 21, 5)));
+  }
+
+  @Test
+  void collectListCannotMergeSessions() {
+    var collect = TimeWindowAggregation.Aggregator.of("collect_list", DataTypes.LongType);
+    assertThrows(
+        UnsupportedOperationException.class,
+        () -> collect.merge(collect.initial(0), collect.initial(1)));
+  }
+}
