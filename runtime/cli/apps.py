@@ -155,15 +155,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             embedded.stop()
 
 
-def _execute(app: Any, lease: Any = None) -> int:
-    """Start ``app``, report late records as they happen, stop on SIGTERM/SIGINT, print a summary.
+def _execute(app: Any) -> int:
+    """Start ``app``, report late records and the hand-over as they happen, stop on SIGTERM/SIGINT,
+    print a summary.
 
-    With a ``lease`` (:class:`streamapp.runtime.lease.Lease`, in a cluster) the query starts only
-    once this driver holds it, every batch checks it before writing, losing it stops the app with
-    an error, and a clean stop releases it. Returns 0 when the app stopped (a signal,
-    ``--until-idle``), 1 when its query failed.
+    The app does the rest (:meth:`StreamApp.run_until_stopped`), in a cluster with the driver's
+    Lease. Returns 0 when the app stopped (a signal, ``--until-idle``, a stop while waiting for
+    the Lease); raises :class:`QueryFailed` when its query failed, and an error when it lost the
+    Lease.
     """
     from streamapp.runtime import app as streamapp_app  # noqa: PLC0415
+    from streamapp.runtime import lease  # noqa: PLC0415
 
     name = app.application_id
     topology = app.topology
@@ -171,89 +173,12 @@ def _execute(app: Any, lease: Any = None) -> int:
     began = time.monotonic()
     app.on_progress(_late_reporter(name))
     app.on_progress(_first_batch_reporter(name, began))
-    stop = False
-
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
-    lost: list[str] = []
-
-    def on_lost(reason: str) -> None:
-        nonlocal stop
-        lost.append(reason)
-        stop = True
-
-    def fence() -> None:
-        """Standby: Spark is up and the plan compiled; the query starts once the Lease is ours."""
-        from streamapp.runtime.spark import stopping  # noqa: PLC0415
-
-        now = time.monotonic()
-        warmed = f", warmed up in {now - warming[0]:.1f} s" if warming else ""
-        print(
-            f"{name}: standby after {now - began:.1f} s (Spark up, plan compiled{warmed}); acquiring "
-            f"Lease {lease.namespace}/{lease.name} as {lease.identity} …",
-            flush=True,
-        )
-        waited = lease.acquire(poll=0.2, cancelled=lambda: stop)
-        print(f"{name}: holding Lease {lease.namespace}/{lease.name} (waited {waited:.1f} s)", flush=True)
-        stopping.set_fence(lease)
-        lease.start_renewing(on_lost)
-
-    warming: list[float] = []  # when the warm-up began
-
-    def warm_up() -> bool:
-        """A running driver holds the Lease (a rolling hand-over): warm up while it works."""
-        holder = lease.other_holder()
-        if holder is not None:
-            warming.append(time.monotonic())
-            print(
-                f"{name}: {holder} runs the query: warming up first (the plan once on every executor "
-                "over the last input records, through a dry run of the sink) …",
-                flush=True,
-            )
-        return holder is not None
-
-    released: list[bool] = []  # once: by the hand-over, else when the app has ended
-
-    def release() -> None:
-        # The query has stopped: the next driver may start at once.
-        if lease is None or lost or released:
-            return
-        released.append(True)
-        if lease.release():
-            print(f"{name}: released Lease {lease.namespace}/{lease.name}", flush=True)
-
-    def hand_over() -> None:
-        """The query has stopped: the Lease goes back at once, and Spark stays up, idle, until the
-        driver taking over keeps up (its first micro-batch done, or no input waiting) or
-        :data:`lease.HAND_OVER_WAIT_S` passed. A Spark shutting down (executors, state stores,
-        the JVMs) takes the CPU that first batch needs wherever the two drivers share nodes
-        (measured in an e2e hand-over on 2 cores: the first batch took 2.7-2.9 s next to a
-        shutdown, 1.7-1.9 s next to an idle Spark)."""
-        from streamapp.runtime import lease as lease_  # noqa: PLC0415
-
-        release()
-        if lease is None or lost:
-            return
-        successor, waited = lease.await_successor()
-        if successor is not None:
-            done = (
-                f"keeps up {waited:.1f} s after the release"
-                if waited is not None
-                else f"did not keep up within {lease_.HAND_OVER_WAIT_S:.0f} s"
-            )
-            print(f"{name}: {successor} {done}; shutting Spark down", flush=True)
-
+    app.on_hand_over(lambda line: print(line, flush=True))
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: app.request_stop())
     try:
         try:
-            app.start(fence if lease is not None else None, warm_up if lease is not None else None)
-        except Exception as exc:
-            from streamapp.runtime import lease as lease_  # noqa: PLC0415
-
-            if not isinstance(exc, lease_.Cancelled):
-                raise
+            app.start()
+        except lease.Cancelled as exc:
             print(f"{name}: {exc}; the query never started", flush=True)
             return 0
         partitions = app.state_partitions
@@ -266,20 +191,9 @@ def _execute(app: Any, lease: Any = None) -> int:
             f"Spark and the query up in {time.monotonic() - began:.1f} s",
             flush=True,
         )
-        try:
-            noted = lease is None
-            while not app.await_termination(0.1):  # a SIGTERM is acted on within 0.1 s
-                if stop:
-                    break
-                if not noted and app.keeping_up:
-                    noted = True
-                    lease.mark_keeping_up()  # the driver this one took over from shuts down now
-        except KeyboardInterrupt:
-            pass
-        app.stop(on_query_stopped=hand_over)  # at a micro-batch boundary; a second Ctrl-C interrupts it
+        app.run_until_stopped()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        release()
     if app.stop_report is not None:
         report = app.stop_report
         print(
@@ -287,8 +201,8 @@ def _execute(app: Any, lease: Any = None) -> int:
             flush=True,
         )
     print(_summary(app), flush=True)
-    if lost:
-        raise errors.StreamAppError(f"{name}: stopped: {lost[0]}")
+    if app.lease_lost is not None:
+        raise errors.StreamAppError(f"{name}: stopped: {app.lease_lost}")
     if app.state is streamapp_app.State.ERROR:
         raise QueryFailed(name, app.error)
     return 0
@@ -418,7 +332,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
     )
     from streamapp.runtime import lease  # noqa: PLC0415
 
-    return _execute(streamapp_app.StreamApp(loaded, config), lease.from_env(os.environ))
+    return _execute(streamapp_app.StreamApp(loaded, config, lease=lease.from_env(os.environ)))
 
 
 def starting_position(env: Mapping[str, str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The warm-up a hand-over's new driver runs in standby, before its query starts.
 
-A driver taking over from a running one (a rolling hand-over: :mod:`streamapp.runtime.lease`)
+A driver taking over from a running one (a rolling hand-over: :mod:`streamapp.runtime.app.handover`)
 has Spark up and the plan compiled while the other still writes. :func:`warm` then runs the query's
 own plan once over the last input records (:func:`run`) and readies the sink's producers on the
 executors (:func:`ready_sink`), so that the query's first micro-batch costs what a later one does.
