@@ -1,10 +1,11 @@
-"""Kafka topics as streaming DataFrames and back: the only place that spells Spark's Kafka options.
+"""Kafka topics as streaming DataFrames: the only place that spells Spark's Kafka options.
 
 A KStream is a streaming DataFrame with the columns of a Kafka record (key, value, topic,
-partition, offset, timestamp, headers); the compiler builds on :func:`read_stream` and ends in
-:func:`write_stream`. ``client_config`` is Java client configuration (the connection's security,
-:meth:`security.Credentials.java`), passed to Spark as ``kafka.*`` options: they travel with the
-plan to the executors, and Spark redacts the secret ones (``spark.redaction.regex``, session.py).
+partition, offset, timestamp, headers); the compiler builds on :func:`read_stream`, and the
+real-time trigger's sink (:mod:`.runner`) takes :func:`client_options`. ``client_config`` is Java
+client configuration (the connection's security, :meth:`security.Credentials.java`), passed to
+Spark as ``kafka.*`` options: they travel with the plan to the executors, and Spark redacts the
+secret ones (``spark.redaction.regex``, session.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 __all__ = [
     "MICRO_BATCH_SOURCE_DEFAULTS",
@@ -21,7 +20,6 @@ __all__ = [
     "SOURCE_DEFAULTS",
     "client_options",
     "read_stream",
-    "write_stream",
 ]
 
 RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -81,38 +79,3 @@ def read_stream(
     for key, value in {**defaults, **client_options(client_config), **(options or {})}.items():
         reader = reader.option(key, value)
     return reader.load().select(*RECORD_COLUMNS)
-
-
-def write_stream(
-    df: DataFrame,
-    *,
-    bootstrap: str,
-    topic: str,
-    checkpoint: str,
-    query_name: str | None = None,
-    trigger: Mapping[str, object] | None = None,
-    options: Mapping[str, str] | None = None,
-    client_config: Mapping[str, str] | None = None,
-) -> StreamingQuery:
-    """Start a query writing ``df`` (key, value[, headers][, partition]) to ``topic``.
-
-    Columns other than the Kafka sink's are dropped; a ``partition`` column is kept only when the
-    caller put it there on purpose (the source's partition column is removed by the compiler), since
-    the sink would otherwise route by it instead of by key.
-    """
-    keep = [c for c in ("key", "value", "headers", "partition") if c in df.columns]
-    writer = (
-        df.select(*keep)
-        .writeStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-        .option("checkpointLocation", checkpoint)
-    )
-    if query_name:
-        writer = writer.queryName(query_name)
-    for key, value in {**client_options(client_config), **(options or {})}.items():
-        writer = writer.option(key, value)
-    # trigger() is overloaded per keyword; the caller's mapping names exactly one of them.
-    triggered: DataStreamWriter = writer.trigger(**(trigger or {"processingTime": "0 seconds"}))
-    query: StreamingQuery = triggered.start()
-    return query

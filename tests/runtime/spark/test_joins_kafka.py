@@ -91,24 +91,22 @@ def _records(rows: list[tuple[str | None, str | None, int]], partition: int = 0)
 def _run(
     spark: SparkSession, bootstrap: str, topology: Topology, checkpoint: pathlib.Path, max_offsets: int | None
 ) -> dict[str, int]:
-    from streamapp.runtime.spark import compiler, kafka_io, runner
+    """Drain the input through :class:`StreamApp`, the path every app takes; the late records per
+    windowed node."""
+    from streamapp.runtime import StreamApp, StreamsConfig
+    from streamapp.runtime.app import State
 
-    compiled = compiler.compile_topology(
-        topology,
-        read=lambda topics: kafka_io.read_stream(
-            spark, bootstrap=bootstrap, topics=topics, max_offsets_per_trigger=max_offsets
-        ),
+    config = StreamsConfig(
+        bootstrap_servers=bootstrap,
+        checkpoint_location=str(checkpoint),
+        drain=True,
+        max_offsets_per_trigger=max_offsets,
     )
-    query = runner.start_kafka(
-        compiled.plan,
-        bootstrap=bootstrap,
-        checkpoint=str(checkpoint),
-        trigger=runner.Trigger("available-now"),
-        output_mode=compiled.output_mode,
-    )
-    query.awaitTermination(300)
-    assert query.exception() is None, query.exception()
-    return {name: counter.value for name, counter in compiled.late.items()}
+    app = StreamApp(topology, config, spark=spark)
+    app.start()
+    assert app.await_termination(300)
+    assert app.state is State.NOT_RUNNING, app.error
+    return dict(app.progress.late_by_node)
 
 
 def _decode(records: list[admin.Record]) -> list[tuple[Any, Any, int]]:

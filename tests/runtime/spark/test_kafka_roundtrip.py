@@ -1,4 +1,5 @@
-"""Kafka → Spark Structured Streaming → Kafka with the real broker and the real connector."""
+"""Kafka → StreamApp on Spark → Kafka with the real broker: the product's source and sink keep a record's
+key, value and headers, and route it by key as Kafka's producer does."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from streamapp.runtime import Serdes, StreamApp, StreamsBuilder, StreamsConfig
+from streamapp.runtime.app import State
 from streamapp.runtime.kafka import admin
-from streamapp.runtime.spark import kafka_io
 
 if TYPE_CHECKING:
     import pathlib
@@ -42,16 +44,15 @@ def test_identity_round_trip_keeps_key_value_headers_and_partition(
     assert admin.produce(kafka_bootstrap, source, sent) == N
 
     started = time.monotonic()
-    df = kafka_io.read_stream(spark, bootstrap=kafka_bootstrap, topics=[source])
-    query = kafka_io.write_stream(
-        df,
-        bootstrap=kafka_bootstrap,
-        topic=sink,
-        checkpoint=str(tmp_path / "ckpt"),
-        trigger={"availableNow": True},
+    builder = StreamsBuilder(default_key_serde=Serdes.Bytes(), default_value_serde=Serdes.Bytes())
+    builder.stream(source).to(sink)
+    config = StreamsConfig(
+        bootstrap_servers=kafka_bootstrap, checkpoint_location=str(tmp_path / "ckpt"), drain=True
     )
-    query.awaitTermination(timeout=120)
-    assert query.exception() is None
+    app = StreamApp(builder.build(), config, spark=spark)
+    app.start()
+    assert app.await_termination(120)
+    assert app.state is State.NOT_RUNNING, app.error
     received = admin.consume(kafka_bootstrap, sink, expected=N, timeout=60)
     elapsed = time.monotonic() - started
 
