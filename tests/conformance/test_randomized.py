@@ -42,8 +42,9 @@ SEEDS = range(1, 3000)
 #: whose task's stream time stops at end + grace), 10114 (a flatMapValues' two records before a
 #: stream-table join, one source record, took a table update between them), 10288 (a record a
 #: filter dropped before the join did not count in its partition's turn on a timestamp tie), 10156
-#: (a foreign-key subscription overtook an older right update left for the next micro-batch).
-REGRESSIONS = (68, 5003, 5019, 5033, 6027, 10114, 10156, 10288)
+#: (a foreign-key subscription overtook an older right update left for the next micro-batch),
+#: 10498 (a foreign-key response held back a batch was written after a newer version's).
+REGRESSIONS = (68, 5003, 5019, 5033, 6027, 10114, 10156, 10288, 10498)
 RESULTS = pathlib.Path(__file__).parent / "results" / "FUZZ.md"
 #: The cases a ``make fuzz`` run has done so far (seed, family, micro-batches, outcome, commit).
 PROGRESS = RESULTS.with_name("fuzz-progress.json")

@@ -135,10 +135,20 @@ class ForeignKeyJoin:
             emit(self._response(key, version, left, found[0], result_ts))
 
 
-def resolve(responses: Iterable[tuple[Response, int]]) -> Iterator[Response]:
+def resolve(responses: Iterable[tuple[Response, int]], latest: dict[Any, int]) -> Iterator[Response]:
     """The responses ``(response, emitted)`` of left keys in the order their results are written:
     per key by version, then by the order their task emitted them (``emitted``). A key's
     responses of one version all come from one task (its foreign key's); those of an older
-    version were emitted before its task saw the newer one, so none is stale in that order."""
+    version were emitted before its task saw the newer one, so none is stale in that order.
+
+    ``latest`` (the results step's state, updated): each key's newest version written so far. A
+    response of an older one is stale and dropped, as Kafka Streams' hash check drops it: a
+    message held back behind its right partition (:mod:`.frontier`) is answered a micro-batch
+    after a newer version's."""
     ordered = sorted(responses, key=lambda r: (str(r[0][0]), r[0][1], r[1]))
-    return (response for response, _ in ordered)
+    for response, _ in ordered:
+        key, version = response[0], response[1]
+        seen = key if isinstance(key, (str, bytes, int, float)) else repr(key)
+        if version >= latest.get(seen, version):
+            latest[seen] = version
+            yield response

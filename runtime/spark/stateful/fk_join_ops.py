@@ -221,9 +221,10 @@ def foreign_key_join(
             engine.pylist(batch["key"]), batch["ver"].tolist(), engine.pylist(batch["left"]),
             engine.pylist(batch["right"]), batch["ts"].tolist(), strict=True,
         )  # fmt: skip
-        ordered = fk_join_logic.resolve(zip(rows, batch["seq"].tolist(), strict=True))
-        out = [(key, left, right, ts) for key, _, left, right, ts in ordered]
-        return None, pd.DataFrame(out, columns=["key", "left", "right", "ts"])
+        latest: dict[Any, int] = state if state is not None else {}
+        ordered = fk_join_logic.resolve(zip(rows, batch["seq"].tolist(), strict=True), latest)
+        out = [(key, lv, rv, ts) for key, _, lv, rv, ts in ordered]
+        return latest, pd.DataFrame(out, columns=["key", "left", "right", "ts"])
 
     rows = engine.run(
         responses, "task", results, f"key {pk_type}, left {lv_type}, right {rv_type}, ts bigint"
