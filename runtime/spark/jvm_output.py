@@ -5,13 +5,17 @@ Spark copies the stdout of its Python workers to the JVM's stderr. The driver-si
 query starts ("Starting Streaming TransformWithStateInPandas Python worker." …): noise that tells
 a user nothing. The JVM inherits the driver process's stderr when PySpark launches it, so while
 the gateway starts, fd 2 is pointed at a pipe; a daemon thread forwards everything from it to the
-real stderr except those lines. The Python process's own stderr is restored at once.
+real stderr except those lines. The Python process's own stderr is restored at once, and while
+the launch lasts ``sys.stderr`` writes to the real stderr: the CLI reports a broker it cannot
+reach from another thread while Spark still starts (for longer on a loaded machine), and that
+line, written into the pipe before its reader started, was lost when the process exited.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -54,10 +58,18 @@ def filtered_jvm_stderr() -> Iterator[None]:
     """Around the JVM's launch: the child inherits a filtered stderr, this process keeps its own."""
     saved = os.dup(2)
     read_fd, write_fd = os.pipe()
+    own = sys.stderr
     try:
         os.dup2(write_fd, 2)
+        if own is not None:
+            # Left open afterwards: a thread that took it from sys.stderr may still write to it.
+            sys.stderr = open(  # noqa: SIM115
+                os.dup(saved), "w", buffering=1, encoding=getattr(own, "encoding", None),
+                errors=getattr(own, "errors", None),
+            )  # fmt: skip
         yield
     finally:
+        sys.stderr = own
         os.dup2(saved, 2)
         os.close(write_fd)
         threading.Thread(target=_forward, args=(read_fd, saved), name="jvm-stderr", daemon=True).start()
