@@ -126,10 +126,14 @@ def process(
     return out
 
 
-def _threshold(spec: Windows, end: int) -> int:
-    """The stream time at which a window ending at ``end`` closes."""
+def _threshold(spec: Windows, end: int, emit: str = "suppress") -> int:
+    """The stream time at which a window ending at ``end`` closes (the default: the earliest)."""
     if spec.kind == "session":
-        return end + spec.grace + spec.size + 1  # closed once end < stream time - grace - gap
+        # Emit final: closed once end < stream time - grace - gap. Suppression's buffer emits a
+        # session once its end + grace + gap is reached (KAFKA-8289), when a record may still make
+        # a session of the same bounds (its store no longer returns the old one: store.put
+        # overwrites it), which the buffer emits again.
+        return end + spec.grace + spec.size + (emit != "suppress")
     if spec.kind == "sliding":
         return end + spec.grace + 1  # sliding windows include their end
     return end + spec.grace
@@ -336,12 +340,12 @@ def _close(spec: Windows, agg: Aggregator, state: dict[str, Any], emit: str) -> 
     if now < state.get("next", now + 1):
         return []
     windows: dict[tuple[Any, int, int], list[Any]] = state["w"]
-    done = sorted((w for w in windows if _threshold(spec, w[2]) <= now), key=_final_order(spec, emit))
+    done = sorted((w for w in windows if _threshold(spec, w[2], emit) <= now), key=_final_order(spec, emit))
     out: list[Out] = []
     for window in done:
         result, max_ts = windows.pop(window)
         out.append(("final", window[0], window[1], window[2], agg.result(result), max_ts, None, None))
-    state["next"] = min((_threshold(spec, w[2]) for w in windows), default=now + 1)
+    state["next"] = min((_threshold(spec, w[2], emit) for w in windows), default=now + 1)
     sessions = state["s"]
     for key in list(sessions):
         kept = [s for s in sessions[key] if _kept(spec, s[1], now)]  # [start, end, ...]

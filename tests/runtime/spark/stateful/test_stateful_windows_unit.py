@@ -117,6 +117,18 @@ def test_a_session_past_the_store_retention_does_not_merge(emit: str) -> None:
     assert _table(kept).items() - {((40_000, 40_000), 1)} == {((20_600, 22_500), 3)}
 
 
+def test_suppression_emits_a_session_when_the_stream_time_reaches_its_close_and_again_if_remade() -> None:
+    # Gap 3 s, grace 5 s: 8 s closes [0, 0] for suppression (0 + 5 + 3), not yet for emit final,
+    # and the store no longer returns [0, 0] to the last record, whose new [0, 0] replaces it:
+    # emitted again, as Kafka Streams' buffer does (fuzz seeds 10797, 10839).
+    spec = Windows.session(3_000, grace=5_000)
+    finals = {}
+    for emit in ("suppress", "final"):
+        out = _run(spec, emit, [0, 0, 8_000, 0])
+        finals[emit] = [(s - T0, e - T0, v) for kind, _k, s, e, v, *_ in out if kind == "final"]
+    assert finals == {"suppress": [(0, 0, 2), (0, 0, 1)], "final": []}
+
+
 @pytest.mark.parametrize(
     "spec",
     [

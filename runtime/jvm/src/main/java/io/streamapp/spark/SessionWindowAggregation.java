@@ -37,6 +37,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * every session merged into one of other bounds, in the order of last change. Emit final: one row
  * per session when the stream time passes {@code end + grace + gap}, in the order Kafka Streams
  * closes them (end, start, key); a closed session is past the retention, so no record merges it.
+ * Suppress: when the stream time reaches {@code end + grace + gap}, in the order of the buffer
+ * (end, key, start); a record at that stream time may still make a session of the same bounds,
+ * which is emitted again.
  *
  * <p>Closing and forgetting sessions without reading the whole task: the keys are listed by the
  * bucket of their sessions' ends ({@link KeyedWindows.Listing}); a batch reads only the buckets
@@ -106,6 +109,15 @@ public final class SessionWindowAggregation {
     long horizon(long now) {
       return now == Long.MIN_VALUE ? Long.MIN_VALUE : now - grace - gap + 1;
     }
+
+    /**
+     * The stream time that closes a session ending at {@code end}: emit final once {@code end <
+     * stream time - grace - gap}; suppression's buffer once its end + grace + gap is reached
+     * (KAFKA-8289).
+     */
+    long closesAt(long end) {
+      return end + grace + gap + (keyBeforeStart ? 0 : 1);
+    }
   }
 
   /** A session of a key: bounds and aggregate (its last slot: the max timestamp, the end). */
@@ -172,6 +184,8 @@ public final class SessionWindowAggregation {
           new LinkedHashMap<>(TimeWindowAggregation.capacity(records.size()), 0.75f, true);
       List<Row> out = new ArrayList<>();
       List<Row> finals = new ArrayList<>();
+      // Suppress: sessions closed before this batch that a new session of the same bounds replaced.
+      Set<Span> reemit = new HashSet<>();
       long lateCount = 0;
       for (Row r : records) {
         long ts = r.getLong(c.ts);
@@ -207,6 +221,26 @@ public final class SessionWindowAggregation {
         }
         agg.add(slot, r.get(c.value), ts);
         slot[slot.length - 1] = end;
+        // A session of these bounds that the fetch no longer returns (it ends at the horizon) is
+        // overwritten, as Kafka Streams' store.put overwrites the session key: not kept twice.
+        // Suppression's buffer emitted it already (it closed at this stream time), and emits the
+        // new one too: the old one's row now if the batch's close would have given it.
+        for (Iterator<Session> it = list.iterator(); it.hasNext(); ) {
+          Session s = it.next();
+          if (s.start == start && s.end == end) {
+            it.remove();
+            listed = true;
+            if (spec.emitFinal && spec.closesAt(end) <= streamTime) {
+              Span span = new Span(k, start, end);
+              if (reemit.remove(span) || spec.closesAt(end) > before) {
+                finals.add(result(k, s, agg));
+              }
+              if (spec.closesAt(end) <= before) {
+                reemit.add(span);
+              }
+            }
+          }
+        }
         int at = 0;
         while (at < list.size() && list.get(at).start < start) {
           at++;
@@ -229,6 +263,13 @@ public final class SessionWindowAggregation {
       }
       if (streamTime != null) {
         if (spec.emitFinal) {
+          for (Span span : reemit) {
+            for (Session s : batch.of(span.key())) {
+              if (s.start == span.start() && s.end == span.end()) {
+                finals.add(result(span.key(), s, agg));
+              }
+            }
+          }
           finals.addAll(close(batch, before, streamTime, agg));
           finals.sort(KeyedWindows.finalOrder(spec.keyBeforeStart));
           out.addAll(finals);
@@ -244,11 +285,12 @@ public final class SessionWindowAggregation {
       return KeyedWindows.row("final", k.key, s.start, s.end, agg.result(s.slot), s.end, null, null);
     }
 
-    /** Sessions the stream time closed since {@code before} (it passed end + grace + gap). */
+    /** Sessions the stream time closed since {@code before} ({@link Spec#closesAt}). */
     private List<Row> close(Sessions batch, long before, long now, TimeWindowAggregation.Aggregator agg) {
-      // Ends e with before < e + grace + gap + 1 <= now.
-      long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - spec.grace - spec.gap;
-      long high = now - spec.grace - spec.gap - 1;
+      // Ends e with before < closesAt(e) <= now.
+      long shift = spec.closesAt(0);
+      long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - shift + 1;
+      long high = now - shift;
       List<Row> out = new ArrayList<>();
       if (high < low) {
         return out;

@@ -6,8 +6,10 @@ import static io.streamapp.spark.WindowRuns.started;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import java.util.ArrayList;
 import java.util.List;
 
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.util.LongAccumulator;
 import org.junit.jupiter.api.Test;
@@ -67,6 +69,18 @@ class SessionWindowAggregationTest {
     assertEquals(1, late.value());
   }
 
+  @Test
+  void aSessionAtTheHorizonIsOverwrittenByANewOneOfTheSameBoundsNotKeptTwice() {
+    // Gap 3, grace 5, stream time 8: a@0 is not late ([0, 0] ends at 8 - 5 - 3) but the store no
+    // longer returns [0, 0] to the second a@0, whose new [0, 0] replaces it (fuzz seed 10797).
+    var sessions = processor(3, 5, "final", "count");
+    assertEquals(
+        List.of(),
+        batch(sessions, record("a", 1L, 8, 0), record("a", 1L, 0, 1), record("a", 1L, 0, 2)));
+    assertEquals(
+        List.of("final a 0 0 1 @0"), batch(sessions, record("a", 1L, 12, 3)));
+  }
+
   @ParameterizedTest
   @ValueSource(strings = {"final", "suppress"})
   void emitFinalClosesSessionsByEndStartKeyAndSuppressByEndKeyStart(String emit) {
@@ -75,13 +89,36 @@ class SessionWindowAggregationTest {
         List.of(),
         batch(sessions, record("b", 1L, 0, 0), record("a", 1L, 5, 1), record("b", 1L, 10, 2),
             record("a", 1L, 10, 3)));
-    // Both sessions end at 10 and close once the stream time reaches 10 + 0 + 10 + 1.
-    assertEquals(List.of(), batch(sessions, record("c", 1L, 20, 4)));
+    // Both sessions end at 10: emit final closes them once the stream time passes 10 + 0 + 10,
+    // suppression's buffer once it reaches it.
+    List<String> closing = batch(sessions, record("c", 1L, 20, 4));
+    List<String> after = batch(sessions, record("c", 1L, 21, 5));
     assertEquals(
         "final".equals(emit)
-            ? List.of("final b 0 10 2 @10", "final a 5 10 2 @10")
-            : List.of("final a 5 10 2 @10", "final b 0 10 2 @10"),
-        batch(sessions, record("c", 1L, 21, 5)));
+            ? List.of(List.of(), List.of("final b 0 10 2 @10", "final a 5 10 2 @10"))
+            : List.of(List.of("final a 5 10 2 @10", "final b 0 10 2 @10"), List.of()),
+        List.of(closing, after));
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {1, 2})
+  void suppressEmitsAgainASessionOfTheSameBoundsMadeAfterItClosed(int batches) {
+    // Gap 3, grace 5: a@8 brings the stream time to 0 + 5 + 3, which closes [0, 0] (count 2) for
+    // suppression; the store no longer returns it to a@0 at that stream time, whose new [0, 0]
+    // (count 1) replaces it and is emitted too, in whichever batch it comes.
+    var sessions = processor(3, 5, "suppress", "count");
+    var first = List.of(record("a", 1L, 0, 0), record("a", 1L, 0, 1), record("a", 1L, 8, 2));
+    var last = record("a", 1L, 0, 3);
+    List<String> out = new ArrayList<>();
+    if (batches == 1) {
+      var all = new ArrayList<>(first);
+      all.add(last);
+      out.addAll(batch(sessions, all.toArray(new Row[0])));
+    } else {
+      out.addAll(batch(sessions, first.toArray(new Row[0])));
+      out.addAll(batch(sessions, last));
+    }
+    assertEquals(List.of("final a 0 0 2 @0", "final a 0 0 1 @0"), out);
   }
 
   @Test
