@@ -92,18 +92,25 @@ format: $(STAMP) ## rewrite sources with ruff's fixes and formatter
 typecheck: $(STAMP) build/typecheck/streamapp ## mypy --strict
 	$(VENV)/bin/mypy
 
-unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
-	$(PY) -m pytest -m "not long" tests
+# The suite mostly waits (on Kafka, on micro-batch triggers, on Pods), so it runs in WORKERS
+# pytest-xdist processes, each with its own broker and Spark session. --dist loadgroup keeps the
+# groups the conftest files set together: all of e2e/ in one worker (one cluster), the heaviest
+# tests of tests/ in one too. WORKERS=0 runs everything in one process, as before.
+WORKERS ?= 3
+XDIST := -n $(WORKERS) --dist loadgroup
 
-test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e (the long runs: make test-long)
-	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml -m "not long"
+unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
+	$(PY) -m pytest $(XDIST) -m "not long" tests
+
+test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e, in WORKERS processes (the long runs: make test-long)
+	$(PY) -m pytest $(XDIST) --durations=25 --junitxml=build/test-report.xml -m "not long"
 
 # The image tests build both images first (10-20 min from nothing on 2 cores).
 test-long: setup images ## the long runs (pytest -m long): 20-kill chaos, autoscale soak, benchmark harness, images
-	$(PY) -m pytest --durations=25 -m long
+	$(PY) -m pytest $(XDIST) --durations=25 -m long
 
 e2e: setup ## the e2e suite against a real control plane on loopback (its long runs: make test-long)
-	$(PY) -m pytest --durations=15 -m "not long" e2e
+	$(PY) -m pytest $(XDIST) --durations=15 -m "not long" e2e
 
 fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; MINUTES= runs a slice (the same command goes on), FRESH=1 starts over; results in tests/conformance/results/FUZZ.md
 	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) STREAMAPP_FUZZ_MINUTES=$(MINUTES) STREAMAPP_FUZZ_FRESH=$(FRESH) \

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pytest
 import yaml
 
 from streamapp.runtime import manifest
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from streamapp.runtime.topology import Topology
+
+#: Every scenario takes 220-300 s on a quiet 2-core machine and 700 s beside other runs (load 10-20,
+#: where the suite's 600 s hang guard stopped it): a guard of its own.
+pytestmark = pytest.mark.timeout(1800)
 
 
 def _with_batch_limit(text: str, limit: int) -> str:
