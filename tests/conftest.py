@@ -1,4 +1,4 @@
-"""How tests/ is shared out among pytest-xdist workers (``make test`` runs ``-n N --dist loadgroup``).
+"""How tests/ is shared out among pytest-xdist workers (``make test WORKERS=N``: ``-n N --dist loadgroup``).
 
 Every worker has its own session fixtures (broker, Spark session); a test without a group goes to
 whichever worker is free next. A group runs in one worker, in collection order, and the largest

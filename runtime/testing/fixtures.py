@@ -12,7 +12,7 @@
 - ``streamapp_report``: lines printed in the run's summary (what was started, what was measured),
   so the test log says which Kafka ran and what round trips happened.
 
-Under pytest-xdist (``make test`` runs ``-n``) every worker has its own session fixtures: its own
+Under pytest-xdist (``make test WORKERS=N``) every worker has its own session fixtures: its own
 broker, Spark session and, in e2e, cluster; the summary's lines name the worker they came from.
 """
 
