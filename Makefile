@@ -92,26 +92,18 @@ format: $(STAMP) ## rewrite sources with ruff's fixes and formatter
 typecheck: $(STAMP) build/typecheck/streamapp ## mypy --strict
 	$(VENV)/bin/mypy
 
-# WORKERS=N runs the suite in N pytest-xdist processes, each with its own broker and Spark
-# session; --dist loadgroup keeps the groups the conftest files set together (all of e2e/ in one
-# worker: one cluster; the Kafka Streams comparisons in one). On 2 cores it does not pay: 3
-# workers took 42 min against 45 in one process, at load 11-19, where Spark's Python workers
-# failed to connect back in time (2 failures). So one process unless asked.
-WORKERS ?= 0
-XDIST := $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadgroup)
-
 unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included; chart rendering needs helm from `make setup`)
-	$(PY) -m pytest $(XDIST) -m "not long" tests
+	$(PY) -m pytest -m "not long" tests
 
-test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e (WORKERS=N: in N processes; the long runs: make test-long)
-	$(PY) -m pytest $(XDIST) --durations=25 --junitxml=build/test-report.xml -m "not long"
+test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e (the long runs: make test-long)
+	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml -m "not long"
 
 # The image tests build both images first (10-20 min from nothing on 2 cores).
 test-long: setup images ## the long runs (pytest -m long): 20-kill chaos, autoscale soak, benchmark harness, images
-	$(PY) -m pytest $(XDIST) --durations=25 -m long
+	$(PY) -m pytest --durations=25 -m long
 
 e2e: setup ## the e2e suite against a real control plane on loopback (its long runs: make test-long)
-	$(PY) -m pytest $(XDIST) --durations=15 -m "not long" e2e
+	$(PY) -m pytest --durations=15 -m "not long" e2e
 
 fuzz: setup-runtime ## N random topologies and inputs (default 2000, seeds from FROM) against Kafka Streams; MINUTES= runs a slice (the same command goes on), FRESH=1 starts over; results in tests/conformance/results/FUZZ.md
 	STREAMAPP_FUZZ=$(or $(N),2000) STREAMAPP_FUZZ_FROM=$(or $(FROM),1000) STREAMAPP_FUZZ_MINUTES=$(MINUTES) STREAMAPP_FUZZ_FRESH=$(FRESH) \

@@ -25,18 +25,6 @@ import cluster
 import node_agent_proc
 import operator_proc
 
-HERE = Path(__file__).parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook has no order of its own)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every e2e test in one group: with ``pytest -n N --dist loadgroup`` they all run, in their
-    order, in one worker, on the one cluster of that worker (a second cluster would double the
-    control plane, the operator and the drivers on the same cores)."""
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.Cluster]:

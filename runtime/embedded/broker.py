@@ -52,8 +52,8 @@ _LOG4J2 = """\
 """
 
 
-#: Ports :func:`free_port` handed out in this process, each with its claim (see :func:`_claim`).
-_HANDED_OUT: dict[int, socket.socket | None] = {}
+#: Ports :func:`free_port` handed out in this process: never the same one twice.
+_HANDED_OUT: set[int] = set()
 _HANDING_OUT = threading.Lock()
 
 
@@ -65,30 +65,11 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
-def _claim(port: int) -> bool:
-    """Claim ``port`` among this machine's processes until this one exits (False: another has):
-    an abstract Unix socket named after it, which the kernel lets one process bind and frees when
-    it exits. Parallel test workers (``pytest -n``) each start brokers and control planes: without
-    the claim two of them could pick the same port before either server binds it. Elsewhere than
-    Linux, no claim."""
-    claim = None
-    if sys.platform.startswith("linux"):
-        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            claim.bind(f"\0streamapp-port-{port}")
-        except OSError:
-            claim.close()
-            return False
-    _HANDED_OUT[port] = claim
-    return True
-
-
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing uses right now, chosen outside the kernel's ephemeral
-    range and never twice while this process lives, by it or another process that uses this
-    function. A port from ``bind(0)`` is an ephemeral one: between choosing it and the server
-    binding it, an outgoing connection (a Kafka client, kubectl) may take it as its local port,
-    and the server fails with EADDRINUSE (an e2e driver did)."""
+    range and never twice in one process. A port from ``bind(0)`` is an ephemeral one: between
+    choosing it and the server binding it, an outgoing connection (a Kafka client, kubectl) may
+    take it as its local port, and the server fails with EADDRINUSE (an e2e driver did)."""
     low, high = _ephemeral_range()
     span = (10_000, low) if low - 10_000 >= 2_000 else (high + 1, 65_536)
     with _HANDING_OUT:
@@ -101,8 +82,8 @@ def free_port() -> int:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
-            if _claim(port):  # else another process handed it out: its server may not listen yet
-                return port
+            _HANDED_OUT.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # all taken: any free one
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

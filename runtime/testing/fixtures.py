@@ -11,9 +11,6 @@
   plaintext.
 - ``streamapp_report``: lines printed in the run's summary (what was started, what was measured),
   so the test log says which Kafka ran and what round trips happened.
-
-Under pytest-xdist (``make test WORKERS=N``) every worker has its own session fixtures: its own
-broker, Spark session and, in e2e, cluster; the summary's lines name the worker they came from.
 """
 
 from __future__ import annotations
@@ -48,16 +45,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # In CI nothing is skipped: a missing broker, jar or binary must turn the run red.
     if os.environ.get("CI", "").lower() in ("1", "true", "yes") and _SKIPPED and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # A pytest-xdist worker: its lines go to the controller, which prints the summary.
-    workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "worker")
-        workeroutput["streamapp_report"] = [f"{worker}: {line}" for line in _REPORT]
-
-
-@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a worker finished
-def pytest_testnodedown(node: Any, error: object) -> None:
-    _REPORT.extend(getattr(node, "workeroutput", {}).get("streamapp_report", []))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -13,7 +13,6 @@ against Spark (test_vocabulary.py).
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import pathlib
@@ -30,16 +29,13 @@ __all__ = ["OracleRun", "RunResult", "classpath", "evaluate", "run", "vocabulary
 
 HERE = pathlib.Path(__file__).parent
 MODULE = HERE / "kstreams"
+_BUILD_LOCK = threading.Lock()
 
 
 def classpath() -> str:
     """The module's jar and dependencies, built with Maven when the sources are newer."""
     jar, deps = MODULE / "target" / "kstreams-conformance-1.jar", MODULE / "target" / "classpath.txt"
-    jar.parent.mkdir(exist_ok=True)
-    # One build at a time, across threads and processes (pytest -n workers): a lock on a file of
-    # its own, each caller through its own open file, so that flock excludes threads as well.
-    with (jar.parent / "build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _BUILD_LOCK:
         sources = [MODULE / "pom.xml", *MODULE.glob("src/**/*.java")]
         if (
             not (jar.exists() and deps.exists())

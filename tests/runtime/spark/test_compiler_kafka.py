@@ -10,7 +10,6 @@ import json
 import pathlib
 import sys
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -90,9 +89,7 @@ def all_ops(
     spark: SparkSession, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], list[admin.Record]]:
     """One topology using every stateless operation, run once; returns a reader per sink topic."""
-    # Unique per run and worker, on a shared $STREAMAPP_KAFKA_BOOTSTRAP too (the base temp folder's
-    # name is not: pytest -n names it popen-gw0, ... in every run).
-    stem = f"ops-{uuid.uuid4().hex[:12]}"
+    stem = f"ops-{tmp_path_factory.getbasetemp().name}"
     topics = {name: f"{stem}-{name}" for name in ("in", "t1", "t2", "t3", "t4", "t5")}
     admin.create_topics(
         kafka_bootstrap, {topics["in"]: 4, **{topics[t]: 3 for t in ("t1", "t2", "t3", "t4", "t5")}}
