@@ -27,7 +27,7 @@ import cluster
 import pytest
 import yaml
 
-from streamapp.runtime import lease
+from streamapp.runtime import apiserver, lease
 from streamapp.runtime.kafka import admin
 
 pytestmark = pytest.mark.timeout(420)
@@ -87,7 +87,7 @@ def test_one_holder_at_a_time_release_hands_over_at_once_silence_after_the_durat
     a.on_change(lambda: changes.append(a.writable_for()))
     a.start_renewing()
     assert _holder(kube, "app-one") == a.identity and a.identity.startswith("a/")
-    with pytest.raises(lease.LeaseError, match=r"still held by a/"):
+    with pytest.raises(apiserver.LeaseError, match=r"still held by a/"):
         b.acquire(timeout=4, poll=0.2)  # longer than the duration: a renews, so it never expires
     a.check(7)
     with pytest.raises(lease.Fenced, match=r"micro-batch 7 not written: .* never acquired"):
@@ -158,7 +158,7 @@ def test_a_driver_without_the_right_to_leases_is_refused_with_the_reason(
 ) -> None:
     nobody = lease.from_env(_env(kube_cluster, account, "x", "app-two", who="nobody"))
     assert nobody is not None
-    with pytest.raises(lease.LeaseError, match=r"HTTP 403 .*leases"):
+    with pytest.raises(apiserver.LeaseError, match=r"HTTP 403 .*leases"):
         nobody.acquire(timeout=5)
 
 

@@ -5,7 +5,7 @@ or how it ended) and a :class:`lifecycle.Driver` (its age, what the app's Lease 
 the scheduler finds it room); a Node becomes a reason its Pods are lost, or None; the executor Pods
 become a count and how the failed ones ended. All pure functions of Kubernetes objects, plus the
 few reads (:func:`driver_pods`, :func:`app_pods`, :func:`lost_nodes`, :func:`world`,
-:func:`stable`) that gather those objects, so that :mod:`lifecycle` decides from data and
+:func:`stable`) that gather those objects, so that :mod:`transitions` decides from data and
 :mod:`reconcile` only sequences.
 """
 

@@ -11,7 +11,7 @@ a missed event is repaired on the next tick. The steps:
    the support objects.
 3. **observe**: force-delete the app's Pods on lost Nodes (:func:`lifecycle.evict`), then read the
    drivers, the Lease and the executors into a :class:`lifecycle.Snapshot` (:mod:`observe`).
-4. **decide** (:func:`lifecycle.decide`, the life cycle's table) and **act**: carry the decision's
+4. **decide** (:func:`transitions.decide`, the life cycle's table) and **act**: carry the decision's
    actions out through :class:`cluster.Cluster`, which tests replace with a fake.
 5. **report**: the status, computed once (:mod:`status`), with what :func:`lifecycle.settle`
    records, and the events and error of the :class:`Outcome`.
@@ -37,6 +37,7 @@ from streamapp.operator import (
     scaling,
     status,
     teardown,
+    transitions,
     validation,
 )
 from streamapp.runtime import errors as runtime_errors
@@ -58,8 +59,8 @@ __all__ = [
 
 # The pure parts, where they live now; handlers and tests reach them here.
 Event = lifecycle.Event
-backoff_seconds = lifecycle.backoff_seconds
-driver_action = lifecycle.driver_action
+backoff_seconds = transitions.backoff_seconds
+driver_action = transitions.driver_action
 node_lost = observe.node_lost
 observe_driver = observe.observe_driver
 cleanup = teardown.cleanup
@@ -149,7 +150,7 @@ def reconcile(
             cluster.apply(obj)
         world = _observe(run, plan, pods)
         snapshot = _snapshot(run, plan, world)
-        decision = lifecycle.decide(snapshot)
+        decision = transitions.decide(snapshot)
         run.events.extend(decision.events)
         _act(run, world.lease, decision.actions)
         return _report(run, plan, world, snapshot, decision)

@@ -7,15 +7,15 @@ import pathlib
 
 import pytest
 
-from streamapp.runtime import lease
+from streamapp.runtime import apiserver
 
 
 def test_an_unreadable_token_or_ca_file_is_a_lease_error(tmp_path: pathlib.Path) -> None:
     token = tmp_path / "token"
     token.write_text("t")
-    gone_ca = lease.InCluster("https://127.0.0.1:1", token, tmp_path / "ca.crt")
-    with pytest.raises(lease.LeaseError, match=r"ca\.crt|No such file"):
+    gone_ca = apiserver.InCluster("https://127.0.0.1:1", token, tmp_path / "ca.crt")
+    with pytest.raises(apiserver.LeaseError, match=r"ca\.crt|No such file"):
         gone_ca.request("GET", "/")
-    gone_token = lease.InCluster("https://127.0.0.1:1", tmp_path / "missing-token", None)
-    with pytest.raises(lease.LeaseError, match="missing-token"):
+    gone_token = apiserver.InCluster("https://127.0.0.1:1", tmp_path / "missing-token", None)
+    with pytest.raises(apiserver.LeaseError, match="missing-token"):
         gone_token.request("GET", "/")
