@@ -1,24 +1,25 @@
 """The logical topology graph and the Python builder that produces it (no Spark here).
 
-``nodes`` holds the node types, ``graph`` the immutable :class:`Topology`, ``builder`` the DSL and
+``nodes`` holds the node types (with ``aggregate_nodes``, ``join_nodes`` and ``process_nodes``),
+``graph`` the immutable :class:`Topology`, ``builder`` the DSL (with ``streams`` and ``tables``) and
 ``validate`` the checks both the builder and the manifest loader run.
 """
 
-from streamapp.runtime.topology.builder import (
-    BranchedKStream,
+from streamapp.runtime.topology.aggregate_nodes import Windows
+from streamapp.runtime.topology.builder import StreamsBuilder
+from streamapp.runtime.topology.graph import Topology
+from streamapp.runtime.topology.join_nodes import JoinWindows
+from streamapp.runtime.topology.nodes import Expr, Function, Node
+from streamapp.runtime.topology.streams import BranchedKStream, KStream
+from streamapp.runtime.topology.tables import (
     KGroupedStream,
     KGroupedTable,
-    KStream,
     KTable,
     SessionWindows,
     SlidingWindows,
-    StreamsBuilder,
     TimeWindows,
     WindowedKStream,
 )
-from streamapp.runtime.topology.graph import Topology
-from streamapp.runtime.topology.join_nodes import JoinWindows
-from streamapp.runtime.topology.nodes import Expr, Function, Node, Windows
 from streamapp.runtime.topology.validate import validate_topology
 
 __all__ = [
