@@ -12,8 +12,9 @@ builds on this one, never the reverse).
 As with Kafka Streams' ``Named.as(...)``, every operation takes an optional ``name=`` that replaces
 the generated node name (the counter still advances, so later generated names do not shift).
 :class:`StreamsBuilder` holds the nodes; the objects its calls return live in
-:mod:`streamapp.runtime.topology.streams` (KStream, its branches, GlobalKTable) and
-:mod:`streamapp.runtime.topology.tables` (KTable, grouped and windowed streams, window specs).
+:mod:`streamapp.runtime.topology.dsl` (KStream, KTable, GlobalKTable and the grouped streams and
+tables), which add nodes through the :class:`~streamapp.runtime.topology.logic.GraphBuilder` protocol
+this class satisfies, and the window specs in :mod:`streamapp.runtime.topology.logic`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.topology import graph, join_nodes, nodes, validate
-from streamapp.runtime.topology.streams import GlobalKTable, KStream
-from streamapp.runtime.topology.tables import KTable
+from streamapp.runtime.topology import dsl, graph, join_nodes, logic, nodes, validate
 
 __all__ = ["StreamsBuilder"]
 
@@ -65,13 +64,13 @@ class StreamsBuilder:
         timestamp: str | None = None,
         deserialization_errors: str = "fail",
         dead_letter_topic: str | None = None,
-    ) -> KStream:
+    ) -> dsl.KStream:
         """A KStream of one or more topics; ``timestamp`` is an expression giving event time (ms).
 
         ``deserialization_errors``: what a record its serdes cannot read does — ``"fail"`` stops
         the query naming it, ``"skip"`` drops it (counted), ``"deadLetter"`` writes its original
         bytes to ``dead_letter_topic`` with headers saying where it came from and why (counted)."""
-        _check_policy(deserialization_errors, dead_letter_topic)
+        logic.check_policy(deserialization_errors, dead_letter_topic)
         node = self._add(
             nodes.Source,
             (),
@@ -83,7 +82,7 @@ class StreamsBuilder:
             deserialization_errors=None if deserialization_errors == "fail" else deserialization_errors,
             dead_letter_topic=dead_letter_topic,
         )
-        return KStream(self, node)
+        return dsl.KStream(self, node)
 
     def table(
         self,
@@ -94,10 +93,10 @@ class StreamsBuilder:
         timestamp: str | None = None,
         deserialization_errors: str = "fail",
         dead_letter_topic: str | None = None,
-    ) -> KTable:
+    ) -> dsl.KTable:
         """A KTable of a changelog topic: the latest value per key; a null value deletes the key.
         An unreadable record is never a delete: ``deserialization_errors`` as for :meth:`stream`."""
-        _check_policy(deserialization_errors, dead_letter_topic)
+        logic.check_policy(deserialization_errors, dead_letter_topic)
         node = self._add(
             nodes.Source,
             (),
@@ -110,7 +109,7 @@ class StreamsBuilder:
             deserialization_errors=None if deserialization_errors == "fail" else deserialization_errors,
             dead_letter_topic=dead_letter_topic,
         )
-        return KTable(self, node)
+        return dsl.KTable(self, node)
 
     def global_table(
         self,
@@ -118,7 +117,7 @@ class StreamsBuilder:
         *,
         key_serde: serdes.Serde | None = None,
         value_serde: serdes.Serde | None = None,
-    ) -> GlobalKTable:
+    ) -> dsl.GlobalKTable:
         """A GlobalKTable: every task holds all of it; streams join it by a key extractor."""
         node = self._add(
             join_nodes.GlobalTableSource,
@@ -128,7 +127,7 @@ class StreamsBuilder:
             key_serde=key_serde,
             value_serde=value_serde,
         )
-        return GlobalKTable(self, node)
+        return dsl.GlobalKTable(self, node)
 
     def build(self, *, check: bool = True) -> graph.Topology:
         """The topology; with ``check``, every problem (bad expression, missing serde…) raises at once."""
@@ -144,14 +143,3 @@ class StreamsBuilder:
                 "the topology is invalid:\n" + "\n".join(f"  {p}" for p in problems), problems=problems
             )
         return topology
-
-
-def _check_policy(policy: str, topic: str | None) -> None:
-    if policy not in ("fail", "skip", "deadLetter"):
-        raise errors.TopologyError(f"deserialization_errors must be fail, skip or deadLetter, not {policy!r}")
-    if policy == "deadLetter" and not topic:
-        raise errors.TopologyError("deserialization_errors='deadLetter' needs a dead_letter_topic")
-    if topic and policy != "deadLetter":
-        raise errors.TopologyError(
-            f"dead_letter_topic is only used with deserialization_errors='deadLetter' (not {policy!r})"
-        )
