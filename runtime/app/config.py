@@ -108,11 +108,11 @@ class StreamsConfig:
 def load(app: graph.Topology | models.StreamApp | str | os.PathLike[str]) -> tuple[Any, graph.Topology]:
     """The manifest (None for a topology) and the topology it describes."""
     # The manifest layer (pydantic, sqlglot) is imported only when a manifest is given.
-    from streamapp.runtime.manifest import convert, models  # noqa: PLC0415
+    from streamapp.runtime.manifest import convert, loader, models  # noqa: PLC0415
 
     if isinstance(app, graph.Topology):
         return None, app
     if isinstance(app, models.StreamApp):
         return app, convert.build_topology(app)
-    loaded = convert.load_manifest(pathlib.Path(app) if isinstance(app, os.PathLike) else app)
+    loaded = loader.load_manifest(pathlib.Path(app) if isinstance(app, os.PathLike) else app)
     return loaded, convert.build_topology(loaded)

@@ -45,9 +45,9 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 #: through the TopologyTestDriver, on local Spark, as the driver would compile it.
 _BROKERLESS_RUN = """
 from streamapp.runtime.cli import examples
-from streamapp.runtime.manifest import convert
+from streamapp.runtime.manifest import convert, loader
 from streamapp.runtime.testing import driver
-topology = convert.build_topology(convert.load_manifest(examples.find("wordcount")))
+topology = convert.build_topology(loader.load_manifest(examples.find("wordcount")))
 with driver.TopologyTestDriver(topology) as test:
     test.input_topic("text-lines").pipe_input(None, "the stream of words streams and TABLES")
     counts = test.output_topic("words-with-counts").read_key_value_map()

@@ -1,26 +1,28 @@
-"""Manifest → logical graph, with every problem reported by its manifest path.
+"""Manifest → logical graph: the source and steps of each stream of a loaded manifest become nodes.
 
-``validate_manifest`` collects all problems — schema (pydantic), structure (a stream that starts
-nowhere, a step after ``to``, an unknown stream, a duplicate name) and the graph checks shared with
-the Python builder (:mod:`streamapp.runtime.topology.validate`: expressions, function references,
-serdes, types) — and returns them in manifest order instead of stopping at the first.
+:class:`Converter` reports what only the structure shows and the graph checks' problems by manifest
+path; :mod:`streamapp.runtime.manifest.loader` puts them together with the schema's.
 """
 
 from __future__ import annotations
 
-import pathlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
-import pydantic
-import yaml
-
 from streamapp.runtime import errors, serdes
-from streamapp.runtime.manifest import models
-from streamapp.runtime.topology import durations, graph, join_nodes, nodes, process_nodes, validate
+from streamapp.runtime.manifest import models, topology_spec
+from streamapp.runtime.topology import (
+    aggregate_nodes,
+    durations,
+    graph,
+    join_nodes,
+    nodes,
+    process_nodes,
+    validate,
+)
 
-__all__ = ["build_topology", "load_manifest", "validate_manifest"]
+__all__ = ["Converter", "build_topology"]
 
 _TERMINAL = ("to", "print", "split")
 _ENDED = {
@@ -30,18 +32,6 @@ _ENDED = {
 }
 _AGGREGATIONS = ("count", "aggregate", "reduce", "cogroup")
 _JOINS: Mapping[str, type[join_nodes.JoinNode]] = {t.op: t for t in join_nodes.JOIN_NODES}
-_OPS = tuple(models.Step.model_fields[n].alias or n for n in models.Step.model_fields if n != "name")
-#: Kafka Streams operations this version refuses plainly: a step naming one of them is told so, not
-#: that it is unknown. The one place to change when they land.
-_NOT_YET: tuple[str, ...] = ()
-
-
-def _not_yet(what: str) -> str:
-    return f"{what} is not supported yet in this version"
-
-
-#: Type names pydantic puts into error locations for union members; a user never wrote them.
-_UNION_MEMBERS = {"str", "SerdeObject", "LogicObject", "ToSpec"}
 _LOGIC_NODES: Mapping[str, tuple[type[nodes.Node], str]] = {
     "filter": (nodes.Filter, "predicate"),
     "filterNot": (nodes.FilterNot, "predicate"),
@@ -53,141 +43,28 @@ _LOGIC_NODES: Mapping[str, tuple[type[nodes.Node], str]] = {
 }
 
 
-def _text(source: str | pathlib.Path) -> str:
-    # A one-line string naming an existing file is a path; anything else is the manifest itself.
-    if isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml")):
-        candidate = pathlib.Path(source)
-        if candidate.is_file():
-            return candidate.read_text()
-    if isinstance(source, pathlib.Path):
-        return source.read_text()
-    return source
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _order(problem: errors.Problem) -> list[Any]:
     """Sort key: manifest order (``steps[10]`` after ``steps[2]``), so problems read top to bottom."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", problem.path)]
 
 
-def _schema_problems(err: pydantic.ValidationError) -> list[errors.Problem]:
-    problems: list[errors.Problem] = []
-    seen = set()
-    for item in err.errors():
-        loc = tuple(
-            p
-            for p in item["loc"]
-            if not (isinstance(p, str) and ("[" in p or p in _UNION_MEMBERS or p.startswith("literal[")))
-        )
-        if item["type"] == "extra_forbidden" and "steps" in loc and isinstance(loc[-2], int):
-            message = (
-                _not_yet(str(loc[-1]))
-                if loc[-1] in _NOT_YET
-                else f"unknown operation '{loc[-1]}' (expected one of {', '.join(_OPS)})"
-            )
-        elif item["type"] == "extra_forbidden":
-            message = f"unknown field '{loc[-1]}'"
-        elif item["type"] == "missing":
-            message = "required field is missing"
-        else:
-            message = item["msg"].removeprefix("Value error, ")
-        # A union (a serde name or object, an expression or function) fails once per alternative:
-        # the first says it best.
-        if (key := _path(loc)) not in seen:
-            seen.add(key)
-            problems.append(errors.Problem(key, message))
-    paths = {p.path for p in problems}
-    return [
-        p
-        for p in problems
-        if not any(o != p.path and o.startswith(p.path + ".") for o in paths)
-        or "unknown operation" in p.message
-        or "not supported yet" in p.message
-    ]
-
-
-def _parse(text: str) -> tuple[models.StreamApp | None, list[errors.Problem]]:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        return None, [errors.Problem("", f"not valid YAML at {where}: {getattr(err, 'problem', err)}")]
-    if not isinstance(raw, Mapping):
-        return None, [
-            errors.Problem("", "a manifest is a YAML mapping with apiVersion, kind, metadata and spec")
-        ]
-    try:
-        return models.StreamApp.model_validate(raw), []
-    except pydantic.ValidationError as err:
-        return None, _schema_problems(err)
-
-
-def _spec_problems(app: models.StreamApp) -> list[errors.Problem]:
-    """What the schema allows but this version cannot do: refused by name, never run as something else."""
-    problems = []
-    if app.spec.commit_interval_ms is not None and app.spec.topology.latency == "low":
-        problems.append(
-            errors.Problem(
-                "spec.commitIntervalMs",
-                "cannot be combined with topology.latency: low: the real-time trigger runs no "
-                "micro-batches to space out; drop one of the two",
-            )
-        )
-    if app.spec.processing_guarantee == "exactly_once_v2" and app.spec.topology.latency == "low":
-        problems.append(
-            errors.Problem(
-                "spec.processingGuarantee",
-                "exactly_once_v2 cannot be combined with topology.latency: low: the real-time trigger "
-                "writes only through Spark's own Kafka sink, which is not transactional (a replay after "
-                "a failure writes again); use latency: default for exactly-once, or at_least_once",
-            )
-        )
-    return problems
-
-
-def validate_manifest(source: str | pathlib.Path) -> list[errors.Problem]:
-    """Every problem of the manifest (text or path), in manifest order; empty when it is valid."""
-    app, problems = _parse(_text(source))
-    if app is None:
-        return problems
-    return _spec_problems(app) + _Converter(app).run()[1]
-
-
-def load_manifest(source: str | pathlib.Path) -> models.StreamApp:
-    """The parsed manifest (text or path); raises :class:`errors.ManifestError` with every problem."""
-    app, problems = _parse(_text(source))
-    if app is None:
-        raise errors.ManifestError(problems)
-    problems = _spec_problems(app) + _Converter(app).run()[1]
-    if problems:
-        raise errors.ManifestError(problems)
-    return app
-
-
 def build_topology(app: models.StreamApp) -> graph.Topology:
     """The logical graph of a loaded manifest."""
-    topology, problems = _Converter(app).run()
+    topology, problems = Converter(app).run()
     if problems or topology is None:
         raise errors.ManifestError(problems)
     return topology
 
 
-def _serde(spec: models.SerdeSpec | None) -> serdes.Serde | None:
+def _serde(spec: topology_spec.SerdeSpec | None) -> serdes.Serde | None:
     if spec is None:
         return None
-    if isinstance(spec, models.SerdeObject):
+    if isinstance(spec, topology_spec.SerdeObject):
         return serdes.Serde(spec.name, spec.schema_)
     return serdes.Serde(spec)
 
 
-class _Converter:
+class Converter:
     """Walks the manifest's streams in order, building nodes and collecting structural problems."""
 
     def __init__(self, app: models.StreamApp) -> None:
@@ -197,7 +74,7 @@ class _Converter:
         #: stream name (or '<stream>.<branch>') → its last node, and what that node is
         self.tails: dict[str, tuple[str, str]] = {}
         #: a windowedBy step waiting for its aggregation: (windows, emit, manifest path)
-        self.windowing: tuple[nodes.Windows | None, str, str] | None = None
+        self.windowing: tuple[aggregate_nodes.Windows | None, str, str] | None = None
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(errors.Problem(path, message))
@@ -216,7 +93,7 @@ class _Converter:
         self.nodes.append(node_type(name=node_name, parents=parents, path=path, **fields))
         return node_name
 
-    def logic(self, spec: models.LogicSpec, path: str, *, returns: str | None = None) -> nodes.Logic:
+    def logic(self, spec: topology_spec.LogicSpec, path: str, *, returns: str | None = None) -> nodes.Logic:
         if isinstance(spec, str):
             return nodes.Expr(spec)
         if (spec.expr is None) == (spec.function is None):
@@ -267,7 +144,7 @@ class _Converter:
         problems = sorted(self.problems + validate.validate_topology(topology), key=_order)
         return (None, problems) if problems else (topology, [])
 
-    def start(self, stream: models.StreamSpec, path: str) -> str | None:
+    def start(self, stream: topology_spec.StreamSpec, path: str) -> str | None:
         src = stream.from_
         if len([x for x in (src.topic, src.topics, src.stream) if x]) != 1:
             self.problem(f"{path}.from", "give exactly one of topic, topics or stream")
@@ -318,7 +195,7 @@ class _Converter:
             **self.error_policy(src, path),
         )
 
-    def error_policy(self, src: models.FromSpec, path: str) -> dict[str, Any]:
+    def error_policy(self, src: topology_spec.FromSpec, path: str) -> dict[str, Any]:
         """The source's deserializationErrors and deadLetterTopic, checked together."""
         policy, topic = src.deserialization_errors, src.dead_letter_topic
         if policy == "deadLetter" and not topic:
@@ -340,23 +217,23 @@ class _Converter:
             return {}
         return {"deserialization_errors": None if policy == "fail" else policy, "dead_letter_topic": topic}
 
-    def duration(self, value: models.Duration, path: str) -> int:
+    def duration(self, value: topology_spec.Duration, path: str) -> int:
         try:
             return durations.to_ms(value)
         except ValueError as err:
             self.problem(path, str(err))
             return 0
 
-    def windowed_by(self, spec: models.WindowsSpec, tail: str, path: str, name: str | None) -> None:
+    def windowed_by(self, spec: topology_spec.WindowsSpec, tail: str, path: str, name: str | None) -> None:
         """Remember the windows for the aggregation that must come next (no node of its own)."""
         if name:
             self.problem(f"{path.rsplit('.', 1)[0]}.name", "windowedBy adds no node; name its aggregation")
         parent = next((n for n in self.nodes if n.name == tail), None)
         if not isinstance(parent, nodes.GroupBy):
             self.problem(path, "windowedBy must directly follow groupBy or groupByKey")
-        kinds = [k for k in nodes.WINDOW_KINDS if getattr(spec, k) is not None]
+        kinds = [k for k in aggregate_nodes.WINDOW_KINDS if getattr(spec, k) is not None]
         if len(kinds) != 1:
-            self.problem(path, f"give exactly one of {', '.join(nodes.WINDOW_KINDS)}")
+            self.problem(path, f"give exactly one of {', '.join(aggregate_nodes.WINDOW_KINDS)}")
             self.windowing = (None, spec.emit, path)
             return
         kind = kinds[0]
@@ -377,14 +254,14 @@ class _Converter:
             )
         if grace < 0:
             self.problem(f"{path}.grace", f"must not be negative, not {spec.grace!r}")
-        self.windowing = (nodes.Windows(kind, size, advance, grace), spec.emit, path)
+        self.windowing = (aggregate_nodes.Windows(kind, size, advance, grace), spec.emit, path)
 
     def aggregation(self, op: str, spec: Any, tail: str, path: str, name: str | None) -> str:
         windows, emit, _ = self.windowing or (None, "updates", "")
         self.windowing = None
         window = {"windows": windows, "emit": emit}
         if op == "count":
-            return self.add(nodes.Count, (tail,), path, name, **window)
+            return self.add(aggregate_nodes.Count, (tail,), path, name, **window)
         if op == "cogroup":
             parents = [tail]
             for k, other in enumerate(spec.with_):
@@ -394,14 +271,14 @@ class _Converter:
                     parents.append(self.tails[other.stream][0])
             adders = (nodes.Function(spec.adder), *(nodes.Function(o.adder) for o in spec.with_))
             return self.add(
-                nodes.Cogroup, tuple(parents), path, name, adders=adders[: len(parents)],
+                aggregate_nodes.Cogroup, tuple(parents), path, name, adders=adders[: len(parents)],
                 initializer=nodes.Function(spec.initializer), returns=spec.returns, **window,
             )  # fmt: skip
         if op == "reduce":
             reducer = nodes.Function(spec.reducer)
             sub = nodes.Function(spec.subtractor) if spec.subtractor else None
             return self.add(
-                nodes.Reduce,
+                aggregate_nodes.Reduce,
                 (tail,),
                 path,
                 name,
@@ -415,14 +292,14 @@ class _Converter:
             for field in ("initializer", "adder", "subtractor")
         }
         return self.add(
-            nodes.Aggregate, (tail,), path, name, fn=spec.fn, expr=spec.expr, returns=spec.returns,
+            aggregate_nodes.Aggregate, (tail,), path, name, fn=spec.fn, expr=spec.expr, returns=spec.returns,
             **functions, **window,
         )  # fmt: skip
 
     def join(
         self,
         node_type: type[join_nodes.JoinNode],
-        spec: models.JoinSpec,
+        spec: topology_spec.JoinSpec,
         tail: str,
         path: str,
         name: str | None,
@@ -489,7 +366,7 @@ class _Converter:
         if op == "print":
             return self.add(nodes.Print, (tail,), path, name, label=spec.label)
         if op == "to":
-            to = models.ToSpec(topic=spec) if isinstance(spec, str) else spec
+            to = topology_spec.ToSpec(topic=spec) if isinstance(spec, str) else spec
             by = (
                 None
                 if to.partitioner is None

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from streamapp.runtime import serdes
-from streamapp.runtime.topology import graph, join_nodes, nodes, process_nodes
+from streamapp.runtime.topology import aggregate_nodes, graph, join_nodes, nodes, process_nodes
 
 __all__ = ["to_manifest_yaml"]
 
@@ -59,7 +59,7 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
         return to
     if isinstance(node, nodes.GroupBy):
         return _logic(node.selector) if node.selector else {}
-    if isinstance(node, nodes.Aggregate):
+    if isinstance(node, aggregate_nodes.Aggregate):
         if node.fn is not None:
             return {"fn": node.fn, "expr": node.expr}
         fields = {
@@ -69,14 +69,14 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
             "returns": node.returns,
         }
         return {k: v for k, v in fields.items() if v is not None}
-    if isinstance(node, nodes.Reduce):
+    if isinstance(node, aggregate_nodes.Reduce):
         reduce = {
             "reducer": node.reducer.ref,
             "subtractor": node.subtractor.ref if node.subtractor else None,
             "returns": node.returns,
         }
         return {k: v for k, v in reduce.items() if v is not None}
-    if isinstance(node, nodes.Cogroup):
+    if isinstance(node, aggregate_nodes.Cogroup):
         return {
             "adder": node.adders[0].ref,
             "with": [
@@ -111,7 +111,7 @@ def _step(node: nodes.Node, stream_of: Mapping[str, str]) -> Any:
     return {}  # count, toStream, toTable
 
 
-def _windowed_by(windows: nodes.Windows, emit: str) -> dict[str, Any]:
+def _windowed_by(windows: aggregate_nodes.Windows, emit: str) -> dict[str, Any]:
     spec: dict[str, Any] = (
         {"hopping": {"size": windows.size, "advance": windows.advance}}
         if windows.kind == "hopping"
@@ -154,7 +154,7 @@ def to_manifest_yaml(topology: graph.Topology, *, name: str, spec: Mapping[str, 
             if node.parents[0] != open_tail:
                 start = {"stream": stream_of[node.parents[0]]}
                 streams.append({"name": f"stream-{len(streams)}", "from": start, "steps": []})
-            if isinstance(node, (nodes.Count, nodes.Aggregate, nodes.Reduce, nodes.Cogroup)) and node.windows:
+            if isinstance(node, aggregate_nodes.AGGREGATE_NODES) and node.windows:
                 streams[-1]["steps"].append({"windowedBy": _windowed_by(node.windows, node.emit)})
             step: dict[str, Any] = {_op(node): _step(node, stream_of)}
             if node.name != node.generated_name(index):

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from streamapp.runtime import errors
 from streamapp.runtime.spark import checkpoints, codecs, compilers, frames, runner, sink
 from streamapp.runtime.spark.user_code import resolve_function
-from streamapp.runtime.topology import graph, state
+from streamapp.runtime.topology import aggregate_nodes, graph, state
 from streamapp.runtime.topology import nodes as nd
 from streamapp.runtime.topology.nodes import logic_params
 
@@ -185,7 +185,7 @@ class _Compiler:
     def _feeds_merged(self, node: nd.Node) -> bool:
         """Whether grouping ``node`` feeds only merged aggregations (:meth:`_merged`)."""
         children = self.topology.children(node.name)
-        aggregations = (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)
+        aggregations = aggregate_nodes.AGGREGATE_NODES
         return bool(children) and all(isinstance(c, aggregations) and self._merged(c) for c in children)
 
     def rekeyed(self, node: nd.Node) -> bool:
@@ -238,13 +238,11 @@ class _Compiler:
         if isinstance(node, nd.GroupBy) and kind == graph.TABLE:
             # The aggregation re-keys the table's updates (its changelog where they are not known).
             return self.table_updates.get(node.parents[0], self._parent(node))
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)) and (
-            self.engine or node.windows
-        ):
+        if isinstance(node, aggregate_nodes.AGGREGATE_NODES) and (self.engine or node.windows):
             return self._engine_aggregate(node, emit=node.emit)
         if isinstance(node, nd.Suppress):
             agg = self.topology.node(node.parents[0])
-            assert isinstance(agg, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup))
+            assert isinstance(agg, aggregate_nodes.AGGREGATE_NODES)
             # Suppress runs the aggregation itself (the node's own update stream is unused unless
             # something else reads it): its late records are the aggregation's, counted here.
             return self._engine_aggregate(agg, emit="suppress")
@@ -267,12 +265,16 @@ class _Compiler:
         filtered = present._with(value=F.when(keep, F.col("value")))
         return frames.RecordFrame(filtered.df.unionByName(deleted))
 
-    def _aggregator(self, node: nd.Count | nd.Aggregate | nd.Reduce, frame: frames.RecordFrame) -> Any:
+    def _aggregator(
+        self,
+        node: aggregate_nodes.Count | aggregate_nodes.Aggregate | aggregate_nodes.Reduce,
+        frame: frames.RecordFrame,
+    ) -> Any:
         from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
 
-        if isinstance(node, nd.Count):
+        if isinstance(node, aggregate_nodes.Count):
             return aggregation.count()
-        if isinstance(node, nd.Reduce):
+        if isinstance(node, aggregate_nodes.Reduce):
             returns = node.returns or frame.df.schema["value"].dataType.simpleString()
             sub = resolve_function(node.subtractor.ref) if node.subtractor else None
             return aggregation.reduce(resolve_function(node.reducer.ref), value_type=returns, subtractor=sub)
@@ -287,7 +289,7 @@ class _Compiler:
             value_type=node.returns,
         )
 
-    def _cogrouped(self, node: nd.Cogroup) -> tuple[frames.RecordFrame, Any]:
+    def _cogrouped(self, node: aggregate_nodes.Cogroup) -> tuple[frames.RecordFrame, Any]:
         """The grouped streams as one frame whose value is ``struct(src, v0, v1, …)`` (one type
         for all), and the aggregator that hands each record to its stream's adder."""
         from streamapp.runtime.spark.stateful import aggregation  # noqa: PLC0415
@@ -322,7 +324,12 @@ class _Compiler:
         return parts[0].merge(*parts[1:]), aggregator
 
     def _windowed_input(
-        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, frame: frames.RecordFrame
+        self,
+        node: aggregate_nodes.Count
+        | aggregate_nodes.Aggregate
+        | aggregate_nodes.Reduce
+        | aggregate_nodes.Cogroup,
+        frame: frames.RecordFrame,
     ) -> frames.RecordFrame:
         """What a windowed aggregation's records are: KStreamSlidingWindowAggregate skips a null
         value (and counts it in its dropped-records metric); time and session windows hand it to
@@ -333,14 +340,20 @@ class _Compiler:
         return self._dropping(node, frame, "value", keep=self._merged(node))
 
     def _engine_aggregate(
-        self, node: nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup, *, emit: str
+        self,
+        node: aggregate_nodes.Count
+        | aggregate_nodes.Aggregate
+        | aggregate_nodes.Reduce
+        | aggregate_nodes.Cogroup,
+        *,
+        emit: str,
     ) -> frames.RecordFrame:
         from streamapp.runtime.spark.stateful import ops, windows  # noqa: PLC0415
 
         grouped = self.topology.node(node.parents[0])
         assert isinstance(grouped, nd.GroupBy)
-        value = node.expr if isinstance(node, nd.Aggregate) and node.fn is not None else None
-        if isinstance(node, nd.Cogroup):
+        value = node.expr if isinstance(node, aggregate_nodes.Aggregate) and node.fn is not None else None
+        if isinstance(node, aggregate_nodes.Cogroup):
             frame, aggregator = self._cogrouped(node)
         else:
             frame = self._parent(node)
@@ -374,7 +387,7 @@ class _Compiler:
         self.late[node.name] = counter
         result = ops.windowed_aggregate(
             frame, spec, aggregator, emit=emit, value=value, late_counter=counter, tasks=tasks, merged=merged,
-            jvm=jvm, per_input=isinstance(node, nd.Cogroup),
+            jvm=jvm, per_input=isinstance(node, aggregate_nodes.Cogroup),
         )  # fmt: skip
         return result.table
 

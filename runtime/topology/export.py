@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from streamapp.runtime import serdes
-from streamapp.runtime.topology import graph, join_nodes
+from streamapp.runtime.topology import aggregate_nodes, graph, join_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = ["to_dict", "to_json"]
@@ -34,7 +34,7 @@ def _value(value: Any) -> Any:
         return value.name if value.schema is None else {"name": value.name, "schema": value.schema}
     if isinstance(value, nd.Branch):
         return {"name": value.name, "predicate": _value(value.predicate)}
-    if isinstance(value, nd.Windows | join_nodes.JoinWindows):
+    if isinstance(value, aggregate_nodes.Windows | join_nodes.JoinWindows):
         return {_camel(f.name): getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, tuple):
         return [_value(v) for v in value]

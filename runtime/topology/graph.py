@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from streamapp.runtime import serdes
 
 # Imported as `nd`: `Topology.nodes` (the field) would shadow the module inside the class.
-from streamapp.runtime.topology import join_nodes, process_nodes
+from streamapp.runtime.topology import aggregate_nodes, join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = [
@@ -34,14 +34,39 @@ __all__ = [
 
 Node = nd.Node
 
-#: Operation → the word Kafka Streams uses in generated processor names.
-#: Every node type by operation: the common ones and the joins (their own module).
-_JOIN_TYPES: tuple[type[nd.Node], ...] = (
+#: Every node type: the common ones, the aggregations, the joins and the custom processor (the
+#: last three in modules of their own).
+_NODE_TYPES: tuple[type[nd.Node], ...] = (
+    nd.Source,
+    nd.Filter,
+    nd.FilterNot,
+    nd.Map,
+    nd.MapValues,
+    nd.FlatMap,
+    nd.FlatMapValues,
+    nd.SelectKey,
+    nd.Peek,
+    nd.Split,
+    nd.BranchChild,
+    nd.Merge,
+    nd.Repartition,
+    nd.Sink,
+    nd.Print,
+    nd.GroupBy,
+    aggregate_nodes.Count,
+    aggregate_nodes.Aggregate,
+    aggregate_nodes.Reduce,
+    aggregate_nodes.Cogroup,
+    nd.ToTable,
+    nd.Suppress,
+    nd.ToStream,
     *join_nodes.JOIN_NODES,
     join_nodes.GlobalTableSource,
     process_nodes.ProcessNode,
 )
-_TYPES: Mapping[str, type[nd.Node]] = {**nd.NODE_TYPES, **{t.op: t for t in _JOIN_TYPES}}
+#: Node type by operation (as written in YAML).
+_TYPES: Mapping[str, type[nd.Node]] = {t.op: t for t in _NODE_TYPES}
+#: Operation → the word Kafka Streams uses in generated processor names.
 OPS: Mapping[str, str] = {op: t.word for op, t in _TYPES.items()}
 
 #: Operations that keep state (a table source is one too): the checkpoint holds their stores.
@@ -89,7 +114,7 @@ class Topology:
             return TABLE if node.table else STREAM
         if isinstance(node, nd.GroupBy):
             return GROUPED_TABLE if parent == TABLE else GROUPED_STREAM
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup, nd.ToTable, nd.Suppress)):
+        if isinstance(node, (*aggregate_nodes.AGGREGATE_NODES, nd.ToTable, nd.Suppress)):
             return TABLE
         if isinstance(node, (nd.Filter, nd.FilterNot, nd.MapValues)) and parent == TABLE:
             return TABLE
@@ -113,7 +138,7 @@ class Topology:
     def windowed(self, name: str) -> bool:
         """Whether ``name`` outputs windowed keys (a windowed aggregation, or derived from one)."""
         node = self.node(name)
-        if isinstance(node, (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
+        if isinstance(node, aggregate_nodes.AGGREGATE_NODES):
             return node.windows is not None
         return bool(node.parents) and self.windowed(node.parents[0]) and not isinstance(node, nd.GroupBy)
 
@@ -202,7 +227,7 @@ class Topology:
         node = self.node(name)
         if isinstance(node, (nd.SelectKey, nd.Map, nd.FlatMap, process_nodes.ProcessNode)):
             return True
-        if isinstance(node, (nd.Source, nd.Repartition, nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)):
+        if isinstance(node, (nd.Source, nd.Repartition, *aggregate_nodes.AGGREGATE_NODES)):
             return False
         return any(self.key_changed(p) for p in node.parents)
 

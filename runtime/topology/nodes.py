@@ -4,7 +4,9 @@ Every node has a ``name`` (generated in Kafka Streams' style, ``KSTREAM-FILTER-0
 given by the user), the names of its ``parents`` and the manifest ``path`` it came from (not part
 of equality: a graph built in Python equals the same graph loaded from YAML). The rest are typed
 fields. User logic is an :class:`Expr` (a Spark SQL expression) or a :class:`Function` (a Python
-function by import path), so a graph is hashable and can be written back out as YAML.
+function by import path), so a graph is hashable and can be written back out as YAML. The
+aggregations, the joins and the custom processor have modules of their own (``aggregate_nodes``,
+``join_nodes``, ``process_nodes``).
 
 ``Node.params`` is a plain-mapping view of the fields in the shape the first compiler consumed
 (``{"expr": ...}`` / ``{"function": ..., "returns": ...}``); new code should read the fields.
@@ -13,22 +15,14 @@ function by import path), so a graph is hashable and can be written back out as 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from streamapp.runtime import serdes
-from streamapp.runtime.topology import durations
 
 __all__ = [
-    "EMITS",
-    "NODE_TYPES",
-    "WINDOW_KINDS",
-    "Aggregate",
     "Branch",
     "BranchChild",
-    "Cogroup",
-    "Count",
     "Expr",
     "Filter",
     "FilterNot",
@@ -43,7 +37,6 @@ __all__ = [
     "Node",
     "Peek",
     "Print",
-    "Reduce",
     "Repartition",
     "SelectKey",
     "Sink",
@@ -52,7 +45,6 @@ __all__ = [
     "Suppress",
     "ToStream",
     "ToTable",
-    "Windows",
     "logic_params",
 ]
 
@@ -349,130 +341,6 @@ class GroupBy(Node):
     selector: Logic | None = None
 
 
-#: Window kinds (Kafka Streams' TimeWindows with size = advance, TimeWindows with an advance,
-#: SlidingWindows, SessionWindows) and emit strategies (every update, or once when a window closes).
-WINDOW_KINDS = ("tumbling", "hopping", "sliding", "session")
-EMITS = ("updates", "final")
-
-
-@dataclasses.dataclass(frozen=True)
-class Windows:
-    """A window specification in milliseconds (``size``: a sliding window's max time difference,
-    a session's inactivity gap); ``grace`` is how long after its end a window accepts records."""
-
-    kind: str
-    size: int
-    advance: int = 0
-    grace: int = 0
-
-    def advance_by(self, advance: int | str | datetime.timedelta) -> Windows:
-        """Hopping windows: these time windows, each starting ``advance`` after the previous (ms,
-        ``"10s"`` or a timedelta, as the size)."""
-        if self.kind not in ("tumbling", "hopping"):
-            raise ValueError(f"advance_by applies to time windows, not {self.kind} windows")
-        advance = durations.to_ms(advance)
-        return dataclasses.replace(
-            self, kind="tumbling" if advance == self.size else "hopping", advance=advance
-        )
-
-    def describe(self) -> str:
-        extra = f", advance: {self.advance}ms" if self.kind == "hopping" else ""
-        return f"{self.kind}: {self.size}ms{extra}, grace: {self.grace}ms"
-
-
-def _windowing(windows: Windows | None, emit: str) -> list[str]:
-    if windows is None:
-        return []
-    return [f"windows: {windows.describe()}"] + ([f"emit: {emit}"] if emit != "updates" else [])
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Count(Node):
-    """Records per key (per key and window when ``windows`` is set), as a KTable."""
-
-    op: ClassVar[str] = "count"
-    word: ClassVar[str] = "AGGREGATE"
-    windows: Windows | None = None
-    emit: str = "updates"
-
-    def detail(self) -> str:
-        return ", ".join(_windowing(self.windows, self.emit))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Aggregate(Node):
-    """An aggregate per key (and window): declarative — ``fn`` (sum, min, max, avg, latest,
-    collect_list) of ``expr`` — or Kafka Streams' ``aggregate(initializer, adder[, subtractor])``
-    with Python functions whose aggregate has the Spark type ``returns``."""
-
-    op: ClassVar[str] = "aggregate"
-    word: ClassVar[str] = "AGGREGATE"
-    fn: str | None = None
-    expr: str = "value"
-    initializer: Function | None = None
-    adder: Function | None = None
-    subtractor: Function | None = None
-    returns: str | None = None
-    windows: Windows | None = None
-    emit: str = "updates"
-
-    def detail(self) -> str:
-        if self.fn is not None:
-            parts = [f"fn: {self.fn}", f"expr: {self.expr}"]
-        else:
-            parts = [
-                f"{k}: {f.ref}"
-                for k, f in (
-                    ("initializer", self.initializer),
-                    ("adder", self.adder),
-                    ("subtractor", self.subtractor),
-                )
-                if f is not None
-            ] + ([f"returns: {self.returns}"] if self.returns else [])
-        return ", ".join(parts + _windowing(self.windows, self.emit))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Reduce(Node):
-    """Kafka Streams' ``reduce(reducer[, subtractor])``: a Python function ``(aggregate, value)``."""
-
-    op: ClassVar[str] = "reduce"
-    word: ClassVar[str] = "REDUCE"
-    reducer: Function
-    subtractor: Function | None = None
-    returns: str | None = None
-    windows: Windows | None = None
-    emit: str = "updates"
-
-    def detail(self) -> str:
-        parts = [f"reducer: {self.reducer.ref}"] + (
-            [f"subtractor: {self.subtractor.ref}"] if self.subtractor else []
-        )
-        return ", ".join(parts + _windowing(self.windows, self.emit))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Cogroup(Node):
-    """Kafka Streams' ``cogroup``: several grouped streams (the parents, same key) folded into one
-    aggregate per key (and window), each stream with its own ``adders[i]`` ``(key, value, agg)``."""
-
-    op: ClassVar[str] = "cogroup"
-    word: ClassVar[str] = "AGGREGATE"
-    prefix: ClassVar[str] = "COGROUPKSTREAM"
-    adders: tuple[Function, ...]
-    initializer: Function
-    returns: str
-    windows: Windows | None = None
-    emit: str = "updates"
-
-    def logic(self) -> Iterator[Logic]:
-        yield from (*self.adders, self.initializer)
-
-    def detail(self) -> str:
-        parts = [f"initializer: {self.initializer.ref}", f"adders: [{', '.join(a.ref for a in self.adders)}]"]
-        return ", ".join([*parts, f"returns: {self.returns}", *_windowing(self.windows, self.emit)])
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ToTable(Node):
     """A stream read as a table: the latest value per key; a null value deletes the key."""
@@ -495,34 +363,3 @@ class ToStream(Node):
     op: ClassVar[str] = "toStream"
     word: ClassVar[str] = "TOSTREAM"
     prefix: ClassVar[str] = "KTABLE"
-
-
-#: Operation name (as written in YAML) → node type.
-NODE_TYPES: Mapping[str, type[Node]] = {
-    t.op: t
-    for t in (
-        Source,
-        Filter,
-        FilterNot,
-        Map,
-        MapValues,
-        FlatMap,
-        FlatMapValues,
-        SelectKey,
-        Peek,
-        Split,
-        BranchChild,
-        Merge,
-        Repartition,
-        Sink,
-        Print,
-        GroupBy,
-        Count,
-        Aggregate,
-        Reduce,
-        Cogroup,
-        ToTable,
-        Suppress,
-        ToStream,
-    )
-}

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streamapp.runtime.topology import graph, join_nodes, process_nodes
+from streamapp.runtime.topology import aggregate_nodes, graph, join_nodes, process_nodes
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = [
@@ -40,8 +40,6 @@ __all__ = [
 #: Bumped when what a fingerprint holds changes: a record of another version is rewritten, not compared.
 VERSION = 1
 
-_AGGREGATIONS = (nd.Count, nd.Aggregate, nd.Reduce, nd.Cogroup)
-
 
 def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
     """Whether ``node`` runs on the stateful engine (transformWithStateInPandas) because Spark's
@@ -51,12 +49,12 @@ def needs_engine(topology: graph.Topology, node: nd.Node) -> bool:
         return True  # joins and processors: append-mode changelogs, like the engine's aggregations
     if isinstance(node, nd.Source):
         return node.table
-    if isinstance(node, (nd.ToTable, nd.Suppress, nd.Reduce, nd.Cogroup)):
+    if isinstance(node, (nd.ToTable, nd.Suppress, aggregate_nodes.Reduce, aggregate_nodes.Cogroup)):
         return True
-    if isinstance(node, (nd.Count, nd.Aggregate)):
+    if isinstance(node, (aggregate_nodes.Count, aggregate_nodes.Aggregate)):
         return (
             node.windows is not None
-            or (isinstance(node, nd.Aggregate) and node.fn is None)
+            or (isinstance(node, aggregate_nodes.Aggregate) and node.fn is None)
             or topology.kind(node.parents[0]) == graph.GROUPED_TABLE
             # A merge of topics: Spark's aggregation would fold each micro-batch's share of every
             # topic at once, not in Kafka Streams' order across them (ops._merged_aggregate).
@@ -75,9 +73,9 @@ def windows_on_jvm(topology: graph.Topology, node: nd.Node) -> bool:
     back by the merge frontier) and user functions stay in Python. The compiler and the
     fingerprint decide with this one rule: the two keep different state (a checkpoint whose state
     the other engine wrote is refused as a changed step, with how to reset)."""
-    if not isinstance(node, (nd.Count, nd.Aggregate)) or node.windows is None:
+    if not isinstance(node, (aggregate_nodes.Count, aggregate_nodes.Aggregate)) or node.windows is None:
         return False
-    if isinstance(node, nd.Aggregate) and (
+    if isinstance(node, aggregate_nodes.Aggregate) and (
         node.fn is None or (node.windows.kind == "session" and node.fn == "collect_list")
     ):
         return False
@@ -134,7 +132,7 @@ def _ancestors(topology: graph.Topology, node: nd.Node) -> set[str]:
     return out
 
 
-def _windows(windows: nd.Windows | None) -> str:
+def _windows(windows: aggregate_nodes.Windows | None) -> str:
     if windows is None:
         return "none"
     if windows.kind == "hopping":
@@ -143,29 +141,29 @@ def _windows(windows: nd.Windows | None) -> str:
 
 
 def _aggregator(topology: graph.Topology, node: nd.Node) -> str:
-    if isinstance(node, nd.Count):
+    if isinstance(node, aggregate_nodes.Count):
         return "count"
-    if isinstance(node, nd.Aggregate) and node.fn is not None:
+    if isinstance(node, aggregate_nodes.Aggregate) and node.fn is not None:
         return f"{node.fn}({node.expr}) of {_source_values(topology, node)}"
-    if isinstance(node, nd.Aggregate):
+    if isinstance(node, aggregate_nodes.Aggregate):
         return f"initializer/adder{'/subtractor' if node.subtractor else ''} returning {node.returns}"
-    if isinstance(node, nd.Reduce):
+    if isinstance(node, aggregate_nodes.Reduce):
         returns = node.returns or _source_values(topology, node)
         return f"reducer{'/subtractor' if node.subtractor else ''} of {returns}"
-    assert isinstance(node, nd.Cogroup)
+    assert isinstance(node, aggregate_nodes.Cogroup)
     return f"cogroup of {len(node.adders)} streams returning {node.returns}"
 
 
 def _implementation(topology: graph.Topology, node: nd.Node, *, engine: bool) -> str:
     """Whose state an aggregation keeps: the JVM's, the Python engine's or Spark's own."""
-    assert isinstance(node, _AGGREGATIONS)
+    assert isinstance(node, aggregate_nodes.AGGREGATE_NODES)
     if windows_on_jvm(topology, node):
         return "jvm"
     return "engine" if engine or node.windows is not None else "spark"
 
 
 def _aggregation(topology: graph.Topology, node: nd.Node, *, engine: bool, emit: str) -> dict[str, str]:
-    assert isinstance(node, _AGGREGATIONS)
+    assert isinstance(node, aggregate_nodes.AGGREGATE_NODES)
     grouped = topology.node(node.parents[0])
     if topology.kind(grouped.name) == graph.GROUPED_TABLE:
         grouping = "key (re-aggregating a table)"
@@ -193,7 +191,7 @@ def _step(topology: graph.Topology, node: nd.Node, engine: bool) -> dict[str, st
     if isinstance(node, nd.Suppress):
         aggregation = topology.node(node.parents[0])
         return _aggregation(topology, aggregation, engine=True, emit="final")
-    if isinstance(node, _AGGREGATIONS):
+    if isinstance(node, aggregate_nodes.AGGREGATE_NODES):
         return _aggregation(topology, node, engine=engine, emit=node.emit)
     if isinstance(node, join_nodes.JoinNode):
         kind = topology.join_kind(node)
@@ -228,7 +226,7 @@ def fingerprint(topology: graph.Topology) -> list[dict[str, Any]]:
     for node in topology.nodes:
         if node.name not in live:
             continue
-        if isinstance(node, _AGGREGATIONS) and all(
+        if isinstance(node, aggregate_nodes.AGGREGATE_NODES) and all(
             isinstance(c, nd.Suppress) for c in topology.children(node.name) if c.name in live
         ):
             continue  # a suppress runs its aggregation itself (its step)

@@ -15,7 +15,14 @@ import difflib
 
 from streamapp.runtime import errors, serdes
 from streamapp.runtime.expressions import check
-from streamapp.runtime.topology import graph, join_nodes, nodes, process_nodes, validate_joins
+from streamapp.runtime.topology import (
+    aggregate_nodes,
+    graph,
+    join_nodes,
+    nodes,
+    process_nodes,
+    validate_joins,
+)
 
 __all__ = ["validate_topology"]
 
@@ -102,19 +109,19 @@ class _Checker:
         elif isinstance(node, nodes.GroupBy) and node.selector is not None:
             self.logic(node, "", node.selector, into)
             return _Record(None, into.value)
-        elif isinstance(node, nodes.Count):
+        elif isinstance(node, aggregate_nodes.Count):
             return _Record(None if node.windows else into.key, "long")
-        elif isinstance(node, nodes.Aggregate):
+        elif isinstance(node, aggregate_nodes.Aggregate):
             self.aggregate(node, into)
             return _Record(None if node.windows else into.key, None)
-        elif isinstance(node, nodes.Cogroup):
+        elif isinstance(node, aggregate_nodes.Cogroup):
             for k, adder in enumerate(node.adders):
                 self.function(node, f".streams[{k}].adder" if node.path else f".adders[{k}]", adder)
             self.function(node, ".initializer", node.initializer)
             if message := check.check_type(node.returns):
                 self.problem(node, ".returns", message)
             return _Record(None if node.windows else into.key, None)
-        elif isinstance(node, nodes.Reduce):
+        elif isinstance(node, aggregate_nodes.Reduce):
             self.function(node, ".reducer", node.reducer)
             if node.subtractor is not None:
                 self.function(node, ".subtractor", node.subtractor)
@@ -144,7 +151,7 @@ class _Checker:
             return
         parent = topology.kind(node.parents[0])
         op = node.op
-        if isinstance(node, (nodes.Count, nodes.Aggregate, nodes.Reduce)):
+        if isinstance(node, (aggregate_nodes.Count, aggregate_nodes.Aggregate, aggregate_nodes.Reduce)):
             if parent not in (graph.GROUPED_STREAM, graph.GROUPED_TABLE):
                 self.problem(node, "", f"{op} aggregates a grouping: put groupBy or groupByKey before it")
                 return
@@ -156,7 +163,7 @@ class _Checker:
                     )
             if parent == graph.GROUPED_TABLE:
                 self.subtractable(node)
-        elif isinstance(node, nodes.Cogroup):
+        elif isinstance(node, aggregate_nodes.Cogroup):
             for k, name in enumerate(node.parents):
                 if (kind := topology.kind(name)) != graph.GROUPED_STREAM:
                     self.problem(
@@ -170,10 +177,7 @@ class _Checker:
                 self.windows(node, node.windows, node.emit)
         elif isinstance(node, nodes.Suppress):
             agg = topology.node(node.parents[0])
-            if (
-                not isinstance(agg, (nodes.Count, nodes.Aggregate, nodes.Reduce, nodes.Cogroup))
-                or agg.windows is None
-            ):
+            if not isinstance(agg, aggregate_nodes.AGGREGATE_NODES) or agg.windows is None:
                 self.problem(
                     node, "", "suppress (until the window closes) must directly follow a windowed aggregation"
                 )
@@ -198,12 +202,13 @@ class _Checker:
             }[parent]
             self.problem(node, "", f"{op} needs a stream, but its input is a {parent}: {hint}")
 
-    def windows(self, node: nodes.Node, windows: nodes.Windows, emit: str) -> None:
-        if windows.kind not in nodes.WINDOW_KINDS:
+    def windows(self, node: nodes.Node, windows: aggregate_nodes.Windows, emit: str) -> None:
+        if windows.kind not in aggregate_nodes.WINDOW_KINDS:
             self.problem(
                 node,
                 ".windows",
-                f"unknown window kind {windows.kind!r}; expected one of {', '.join(nodes.WINDOW_KINDS)}",
+                f"unknown window kind {windows.kind!r}; "
+                f"expected one of {', '.join(aggregate_nodes.WINDOW_KINDS)}",
             )
         if windows.size <= 0:
             what = {"sliding": "time difference", "session": "inactivity gap"}.get(windows.kind, "size")
@@ -216,12 +221,18 @@ class _Checker:
             )
         if windows.grace < 0:
             self.problem(node, ".windows.grace", f"grace must not be negative, not {windows.grace} ms")
-        if emit not in nodes.EMITS:
-            self.problem(node, ".emit", f"emit is one of {', '.join(nodes.EMITS)}, not {emit!r}")
+        if emit not in aggregate_nodes.EMITS:
+            self.problem(node, ".emit", f"emit is one of {', '.join(aggregate_nodes.EMITS)}, not {emit!r}")
 
-    def subtractable(self, node: nodes.Count | nodes.Aggregate | nodes.Reduce) -> None:
+    def subtractable(
+        self, node: aggregate_nodes.Count | aggregate_nodes.Aggregate | aggregate_nodes.Reduce
+    ) -> None:
         """A grouped table's aggregate must undo a key's old value when it changes (Kafka's subtractor)."""
-        if isinstance(node, nodes.Aggregate) and node.fn is not None and node.fn not in ("sum", "avg"):
+        if (
+            isinstance(node, aggregate_nodes.Aggregate)
+            and node.fn is not None
+            and node.fn not in ("sum", "avg")
+        ):
             self.problem(
                 node,
                 ".fn",
@@ -229,9 +240,9 @@ class _Checker:
                 "use count, sum or avg, or initializer, adder and subtractor functions",
             )
         elif (
-            isinstance(node, (nodes.Aggregate, nodes.Reduce))
+            isinstance(node, (aggregate_nodes.Aggregate, aggregate_nodes.Reduce))
             and node.subtractor is None
-            and not (isinstance(node, nodes.Aggregate) and node.fn is not None)
+            and not (isinstance(node, aggregate_nodes.Aggregate) and node.fn is not None)
         ):
             self.problem(
                 node,
@@ -239,7 +250,7 @@ class _Checker:
                 "a grouped table's aggregation needs a subtractor (it runs when a key's value changes)",
             )
 
-    def aggregate(self, node: nodes.Aggregate, into: _Record) -> None:
+    def aggregate(self, node: aggregate_nodes.Aggregate, into: _Record) -> None:
         if node.fn is not None:
             if node.adder is not None or node.initializer is not None:
                 self.problem(

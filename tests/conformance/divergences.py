@@ -40,7 +40,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from streamapp.runtime.topology import graph
+from streamapp.runtime.topology import aggregate_nodes, graph
 from streamapp.runtime.topology import nodes as nd
 
 __all__ = ["Input", "final_model", "hidden_final_windows", "sliding_suppress_model", "task_order"]
@@ -135,7 +135,7 @@ def final_model(
     records that reach it)."""
     finals = [
         n for n in topology.nodes
-        if isinstance(n, nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup) and n.windows and n.emit == "final"
+        if isinstance(n, aggregate_nodes.AGGREGATE_NODES) and n.windows and n.emit == "final"
     ]  # fmt: skip
     if not finals:
         return None
@@ -212,10 +212,10 @@ def sliding_suppress_model(
     if node is None:
         return []
     agg = topology.node(node.parents[0])
-    assert isinstance(agg, nd.Count | nd.Aggregate | nd.Reduce | nd.Cogroup) and agg.windows is not None
+    assert isinstance(agg, aggregate_nodes.AGGREGATE_NODES) and agg.windows is not None
     if agg.windows.kind != "sliding":
         return []
-    if not isinstance(agg, nd.Count):
+    if not isinstance(agg, aggregate_nodes.Count):
         raise ValueError("the sliding-suppress model gives counts only")
     tasks = _reaching(topology, agg, inputs, drop_null_values=True)
     size, grace = agg.windows.size, agg.windows.grace

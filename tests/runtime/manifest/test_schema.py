@@ -14,7 +14,7 @@ import pydantic
 import yaml
 
 from streamapp.runtime import manifest
-from streamapp.runtime.manifest import models
+from streamapp.runtime.manifest import models, topology_spec
 
 HERE = pathlib.Path(__file__).parent
 SHIPPED = HERE.parents[2] / "crds" / "streamapp.io_streamapps.yaml"
@@ -113,10 +113,11 @@ def test_only_fields_that_take_two_shapes_preserve_unknown_fields() -> None:
 def test_every_model_field_has_a_description() -> None:
     missing = [
         f"{model.__name__}.{name}"
-        for model in vars(models).values()
+        for module in (models, topology_spec)
+        for model in vars(module).values()
         if isinstance(model, type)
         and issubclass(model, pydantic.BaseModel)
-        and model.__module__ == models.__name__
+        and model.__module__ == module.__name__
         for name, field in model.model_fields.items()
         if not field.description
     ]

@@ -295,7 +295,7 @@ def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_n
     sliding-window aggregation skips a null value and counts it as dropped, as Kafka Streams'
     KStreamSlidingWindowAggregate does (time windows hand it to the aggregator instead)."""
     from streamapp.runtime.cli import apps
-    from streamapp.runtime.topology import SlidingWindows
+    from streamapp.runtime.topology import SlidingWindows, aggregate_nodes
     from streamapp.runtime.topology import nodes as nd
 
     prices, clicks, latest, by_price, windows = (new_topic(1) for _ in range(5))
@@ -347,7 +347,9 @@ def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_n
         f"a@{a1 + 1}/{a1 + 1 + 10_000}": 1,
     }
     source = next(n.name for n in topology.nodes if isinstance(n, nd.Source) and prices in n.topics)
-    counter = next(n.name for n in topology.nodes if isinstance(n, nd.Count) and n.windows is not None)
+    counter = next(
+        n.name for n in topology.nodes if isinstance(n, aggregate_nodes.Count) and n.windows is not None
+    )
     assert app.progress.dropped_by_node == {source: 1, counter: 1}, app.progress
     summary = apps._summary(app)
     assert f"at {counter} (null value)" in summary and f"at {source} (null key)" in summary, summary
