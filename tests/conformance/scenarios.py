@@ -280,6 +280,26 @@ def session_closes(seed: str, topic: int) -> list[admin.Record]:
     return out
 
 
+def session_boundary(seed: str, topic: int) -> list[admin.Record]:
+    """Sessions (gap 3 s, grace 5 s) probed at their close, ``end + grace + gap``. In each round a
+    key's session [t, t] sees stream time reach t + 8 s - 1 ms (86 records of another key: every
+    :data:`BATCHES` setting ends a micro-batch among them), then a record of the same key at
+    t + 3 s, in time to merge into [t, t + 3 s]; stream time then steps to that session's close
+    less 1 ms and to the close itself. A session closed at ``end + grace`` (8 s early) is emitted
+    as [t, t] and again when merged. Rounds 20 s apart, three a minute: the next round's first
+    record closes the rest (divergences.py: 60 s segments)."""
+    rng = random.Random(f"{seed}/{topic}")
+    out = []
+    for minute in range(2):
+        for j in range(2):
+            t = T0 + 60_000 * minute + 20_000 * j
+            a, b, c = rng.sample(KEYS, 3)
+            end = t + 3_000
+            out += [_long(a, t), *[_long(b, t + 7_999)] * 86, _long(a, end)]
+            out += [_long(c, end + 7_999), _long(c, end + 8_000)]
+    return out
+
+
 SCENARIOS: list[Scenario] = [
     Scenario(
         "stateless",
@@ -539,6 +559,19 @@ SCENARIOS: list[Scenario] = [
             "serialised keys (long keys: 9 before 10, -1 last)",
         )
         for kind in ("tumbling", "session")
+        for emit in ("final", "suppress")
+    ],
+    *[
+        Scenario(
+            f"sessionClose{emit.capitalize()}",
+            _windowed_count(_WINDOW_KINDS["session"], emit),
+            FINAL,
+            windowed=True,
+            partitions=1,
+            input=session_boundary,
+            note="a session closes at end + grace + gap (Kafka Streams' suppression buffer and "
+            "emit-final session store), not at end + grace: probed 1 ms before and at that time",
+        )
         for emit in ("final", "suppress")
     ],
     Scenario(
