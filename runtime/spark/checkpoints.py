@@ -8,7 +8,7 @@ partition ``t mod n`` (``io.streamapp.spark.TaskKey``: the tasks spread over the
 partitions); a re-keyed record finds its task by Kafka's partitioner (murmur2) on its serialised
 key, as Kafka Streams' repartition topic places it; the JVM's windowed aggregations key their
 state by a text key's UTF-8 bytes, and their sessions and sliding windows list their keys by time
-bucket in chunks (``KeyedWindows.Listing``). A checkpoint in any other layout — a record without a
+bucket in chunks (``KeyListing``). A checkpoint in any other layout — a record without a
 layout or with another one, or Spark state without a record — was written by another StreamApp
 (no released one: the layouts before 1 are gone), whose state Spark would read silently and
 wrongly, or fail on somewhere in a micro-batch; a start refuses it with

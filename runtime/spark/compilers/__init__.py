@@ -6,6 +6,11 @@ function in its own module, registered by node type, and :mod:`..compiler` stays
 that asks :func:`lookup` before its built-in cases. A compile function receives the
 :class:`context.Context` (the compiled parents, the topology, the settings) and the node, and
 returns the node's record frame.
+
+Beside the registry, the built-in cases that are more than a step on a record frame compile here
+too, as functions the sequencer calls: :mod:`.sources` (reading, deserialization-error policies),
+:mod:`.sinks` (``to`` and ``print`` rows), :mod:`.aggregations` (Spark's or the stateful
+engine's), and :mod:`.logic`, the user logic they all read from a node's parameters.
 """
 
 from __future__ import annotations

@@ -42,6 +42,18 @@ class Context(Protocol):
         dropped-records): what a step that keeps state per key does with them."""
         ...
 
+    def dropping(
+        self, node: nodes.Node, frame: RecordFrame, column: str, *, keep: bool = False
+    ) -> RecordFrame:
+        """``frame`` without the records whose ``column`` is null, counted as dropped at ``node``
+        (``keep``: counted, but left for a :meth:`merged` step to skip)."""
+        ...
+
+    def merged(self, node: nodes.Node) -> bool:
+        """Whether aggregation ``node``'s tasks each read a partition of several topics through
+        the merge frontier (a cogroup or merge without a key change)."""
+        ...
+
     def rekeyed(self, node: nodes.Node) -> bool:
         """Whether the key may have changed since the source (Kafka Streams would repartition)."""
         ...

@@ -42,7 +42,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * which is emitted again.
  *
  * <p>Closing and forgetting sessions without reading the whole task: the keys are listed by the
- * bucket of their sessions' ends ({@link KeyedWindows.Listing}); a batch reads only the buckets
+ * bucket of their sessions' ends ({@link KeyListing}); a batch reads only the buckets
  * whose sessions it may close or forget.
  */
 public final class SessionWindowAggregation {
@@ -65,8 +65,8 @@ public final class SessionWindowAggregation {
       throw new IllegalArgumentException(
           "collect_list sessions run on the Python engine: a merge must order the values by timestamp");
     }
-    TimeWindowAggregation.Aggregator aggregator =
-        TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
+    WindowAggregator aggregator =
+        WindowAggregator.of(function, DataType.fromJson(valueType));
     Spec spec =
         new Spec(
             gap, grace, KeyedWindows.emitsFinal(emit), "suppress".equals(emit), aggregator, rows.schema());
@@ -80,7 +80,7 @@ public final class SessionWindowAggregation {
     /** Final results that close together in suppression's order: by end, key, start (emit
      * final's store: end, start, key). */
     final boolean keyBeforeStart;
-    final TimeWindowAggregation.Aggregator aggregator;
+    final WindowAggregator aggregator;
     final KeyedWindows.Columns columns;
     final StructType sessions;
     /** The longest time, in ms, from a session's end to its forgetting. */
@@ -91,7 +91,7 @@ public final class SessionWindowAggregation {
         long grace,
         boolean emitFinal,
         boolean keyBeforeStart,
-        TimeWindowAggregation.Aggregator aggregator,
+        WindowAggregator aggregator,
         StructType input) {
       this.gap = gap;
       this.grace = grace;
@@ -173,15 +173,15 @@ public final class SessionWindowAggregation {
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
       KeyedWindows.Columns c = spec.columns;
       List<Row> records =
-          TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
+          Batches.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
       Long streamTime = field(begin(), 0);
       // Sessions closing at a stream time up to this one were emitted by an earlier batch.
       long before = streamTime == null ? Long.MIN_VALUE : streamTime;
-      TimeWindowAggregation.Aggregator agg = spec.aggregator;
+      WindowAggregator agg = spec.aggregator;
       Sessions batch = new Sessions(state, records.size());
       // Changed sessions in the order of their last change (null: the tombstone of a merged one).
       LinkedHashMap<Span, Object[]> changed =
-          new LinkedHashMap<>(TimeWindowAggregation.capacity(records.size()), 0.75f, true);
+          new LinkedHashMap<>(Batches.capacity(records.size()), 0.75f, true);
       List<Row> out = new ArrayList<>();
       List<Row> finals = new ArrayList<>();
       // Suppress: sessions closed before this batch that a new session of the same bounds replaced.
@@ -281,12 +281,12 @@ public final class SessionWindowAggregation {
       return CollectionConverters.asScala(out.iterator());
     }
 
-    private Row result(Key k, Session s, TimeWindowAggregation.Aggregator agg) {
+    private Row result(Key k, Session s, WindowAggregator agg) {
       return KeyedWindows.row("final", k.key, s.start, s.end, agg.result(s.slot), s.end, null, null);
     }
 
     /** Sessions the stream time closed since {@code before} ({@link Spec#closesAt}). */
-    private List<Row> close(Sessions batch, long before, long now, TimeWindowAggregation.Aggregator agg) {
+    private List<Row> close(Sessions batch, long before, long now, WindowAggregator agg) {
       // Ends e with before < closesAt(e) <= now.
       long shift = spec.closesAt(0);
       long low = before == Long.MIN_VALUE ? Long.MIN_VALUE : before - shift + 1;

@@ -37,7 +37,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * time) drops the record ({@code late}). Emit updates: one row per changed window and batch, in the
  * order of last change; emit final: one row per window once the stream time passes {@code end +
  * grace}, by end, start, key. Windows are listed by the time bucket of their start ({@link
- * KeyedWindows.Listing}), to close and forget them without reading the whole task.
+ * KeyListing}), to close and forget them without reading the whole task.
  */
 public final class SlidingWindowAggregation {
   private SlidingWindowAggregation() {}
@@ -55,8 +55,8 @@ public final class SlidingWindowAggregation {
       String valueType,
       String outputSchema,
       LongAccumulator late) {
-    TimeWindowAggregation.Aggregator aggregator =
-        TimeWindowAggregation.Aggregator.of(function, DataType.fromJson(valueType));
+    WindowAggregator aggregator =
+        WindowAggregator.of(function, DataType.fromJson(valueType));
     Spec spec =
         new Spec(difference, grace, KeyedWindows.emitsFinal(emit), aggregator, rows.schema());
     return KeyedWindows.byTask(rows, new Processor(spec, late), outputSchema);
@@ -67,7 +67,7 @@ public final class SlidingWindowAggregation {
     final long grace;
     final long retention;
     final boolean emitFinal;
-    final TimeWindowAggregation.Aggregator aggregator;
+    final WindowAggregator aggregator;
     final KeyedWindows.Columns columns;
     final StructType windows;
     /** The longest time, in ms, from a window's start to its forgetting. */
@@ -77,7 +77,7 @@ public final class SlidingWindowAggregation {
         long d,
         long grace,
         boolean emitFinal,
-        TimeWindowAggregation.Aggregator aggregator,
+        WindowAggregator aggregator,
         StructType input) {
       this.d = d;
       this.grace = grace;
@@ -136,7 +136,7 @@ public final class SlidingWindowAggregation {
       Step(Long latest, int records) {
         this.latest = latest;
         this.batch = new Windows(state, records);
-        this.changed = new LinkedHashMap<>(TimeWindowAggregation.capacity(records), 0.75f, true);
+        this.changed = new LinkedHashMap<>(Batches.capacity(records), 0.75f, true);
       }
 
       /** Write a window (the store's put): the batch's changelog, the listing, the latest start. */
@@ -159,7 +159,7 @@ public final class SlidingWindowAggregation {
         Integer group, scala.collection.Iterator<Row> input, TimerValues timerValues) {
       KeyedWindows.Columns c = spec.columns;
       List<Row> records =
-          TimeWindowAggregation.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
+          Batches.arrivalOrder(CollectionConverters.asJava(input), c.sub, c.offset, c.ts);
       Row saved = begin();
       Long streamTime = field(saved, 0);
       // Windows closing at a stream time up to this one were emitted by an earlier batch.
@@ -178,7 +178,7 @@ public final class SlidingWindowAggregation {
         }
       }
       countLate(lateCount);
-      TimeWindowAggregation.Aggregator agg = spec.aggregator;
+      WindowAggregator agg = spec.aggregator;
       for (Map.Entry<Span, Object[]> e : step.changed.entrySet()) {
         Span s = e.getKey();
         Object[] slot = e.getValue();
@@ -207,7 +207,7 @@ public final class SlidingWindowAggregation {
         drops.add(ts - d);
         return drops;
       }
-      TimeWindowAggregation.Aggregator agg = spec.aggregator;
+      WindowAggregator agg = spec.aggregator;
       long low = step.latest == null ? ts - 2 * d : Math.max(ts - 2 * d, step.latest - spec.retention + 1);
       TreeMap<Long, Object[]> mine = step.batch.of(k);
       // Newest first, as the store's reverse iterator; a snapshot (updates write into `mine`).
@@ -272,7 +272,7 @@ public final class SlidingWindowAggregation {
         drops.add(start);
         return;
       }
-      TimeWindowAggregation.Aggregator agg = spec.aggregator;
+      WindowAggregator agg = spec.aggregator;
       Object[] next = slot == null ? agg.initial(ts) : slot.clone();
       agg.add(next, value, ts);
       int last = next.length - 1;
@@ -289,7 +289,7 @@ public final class SlidingWindowAggregation {
       if (high < low) {
         return out;
       }
-      TimeWindowAggregation.Aggregator agg = spec.aggregator;
+      WindowAggregator agg = spec.aggregator;
       Set<Key> seen = new HashSet<>();
       for (long bucket : listing.overlapping(low, high)) {
         for (Key k : listing.keys(bucket)) {

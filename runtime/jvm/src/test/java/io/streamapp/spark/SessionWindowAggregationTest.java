@@ -28,7 +28,7 @@ class SessionWindowAggregationTest {
             grace,
             KeyedWindows.emitsFinal(emit),
             "suppress".equals(emit),
-            TimeWindowAggregation.Aggregator.of(function, DataTypes.LongType),
+            WindowAggregator.of(function, DataTypes.LongType),
             WindowRuns.INPUT);
     return started(new SessionWindowAggregation.Processor(spec, late), store);
   }
@@ -123,7 +123,7 @@ class SessionWindowAggregationTest {
 
   @Test
   void collectListCannotMergeSessions() {
-    var collect = TimeWindowAggregation.Aggregator.of("collect_list", DataTypes.LongType);
+    var collect = WindowAggregator.of("collect_list", DataTypes.LongType);
     assertThrows(
         UnsupportedOperationException.class,
         () -> collect.merge(collect.initial(0), collect.initial(1)));

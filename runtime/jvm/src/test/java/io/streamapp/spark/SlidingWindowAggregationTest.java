@@ -27,7 +27,7 @@ class SlidingWindowAggregationTest {
             d,
             grace,
             emitFinal,
-            TimeWindowAggregation.Aggregator.of("count", DataTypes.LongType),
+            WindowAggregator.of("count", DataTypes.LongType),
             WindowRuns.INPUT);
     return started(new SlidingWindowAggregation.Processor(spec, late), store);
   }

@@ -24,7 +24,7 @@ class TimeWindowAggregationTest {
             advance,
             grace,
             emitFinal,
-            TimeWindowAggregation.Aggregator.of(function, DataTypes.LongType),
+            WindowAggregator.of(function, DataTypes.LongType),
             DataTypes.BinaryType,
             WindowRuns.INPUT);
     return started(new TimeWindowAggregation.Processor(spec, late), store);
