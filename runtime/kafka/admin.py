@@ -278,14 +278,16 @@ def consume(
     *,
     expected: int | None = None,
     timeout: float = 60.0,
-    idle: float = 2.0,
+    idle: float | None = None,
     isolation: str = "read_committed",
     client_config: Mapping[str, str] | None = None,
 ) -> list[Record]:
     """Read a topic from the beginning of every partition.
 
-    Stops once ``expected`` records arrived (and fails after ``timeout`` if they do not), or, with
-    no ``expected``, once nothing new arrived for ``idle`` seconds.
+    Stops once ``expected`` records arrived (and fails after ``timeout`` if they do not); with
+    ``idle``, once nothing new arrived for ``idle`` seconds (a topic still being written);
+    otherwise once every partition is read to the end offset it had at the call: what was written
+    before it, without waiting for more (``timeout`` bounds the wait for a transaction still open).
     """
     reports = _Reports(bootstrap)
     consumer = Consumer(
@@ -300,14 +302,26 @@ def consume(
         counts = partition_counts(bootstrap, [topic], client_config=client_config)
         if topic not in counts:
             raise RuntimeError(f"topic {topic!r} does not exist on {bootstrap}")
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(counts[topic])])
+        partitions = [TopicPartition(topic, p, 0) for p in range(counts[topic])]
+        to_end = expected is None and idle is None
+        ends = (
+            {tp.partition: consumer.get_watermark_offsets(tp, timeout=timeout)[1] for tp in partitions}
+            if to_end
+            else {}
+        )
+        consumer.assign(partitions)
         records: list[Record] = []
         deadline = time.monotonic() + timeout
         last_new = time.monotonic()
         while time.monotonic() < deadline:
             if expected is not None and len(records) >= expected:
                 break
-            if expected is None and time.monotonic() - last_new > idle:
+            if idle is not None and expected is None and time.monotonic() - last_new > idle:
+                break
+            if to_end and all(
+                tp.offset >= ends[tp.partition] or ends[tp.partition] <= 0
+                for tp in consumer.position(partitions)
+            ):
                 break
             batch = consumer.consume(num_messages=10_000, timeout=0.2)
             if (refused := reports.refused()) is not None:

@@ -156,9 +156,7 @@ def verify(bootstrap: str, source: str, sent: list[str]) -> dict[str, dict[str, 
     results: dict[str, dict[str, int]] = {}
     words = collections.Counter(w for line in sent for w in re.split(r"\W+", line.lower()) if w)
     for guarantee in chaos_driver.GUARANTEES:
-        out = admin.consume(
-            bootstrap, chaos_driver.output_topic(source, "stateless", guarantee), idle=5, timeout=600
-        )
+        out = admin.consume(bootstrap, chaos_driver.output_topic(source, "stateless", guarantee), timeout=600)
         seen = collections.Counter(bytes(r.value or b"").decode() for r in out)
         expected = collections.Counter(line.upper() for line in sent)
         results[f"stateless.{guarantee}"] = {
@@ -168,7 +166,7 @@ def verify(bootstrap: str, source: str, sent: list[str]) -> dict[str, dict[str, 
         }
         updates: dict[str, list[int]] = collections.defaultdict(list)
         for r in admin.consume(
-            bootstrap, chaos_driver.output_topic(source, "counts", guarantee), idle=5, timeout=600
+            bootstrap, chaos_driver.output_topic(source, "counts", guarantee), timeout=600
         ):
             updates[bytes(r.key or b"").decode()].append(int.from_bytes(r.value or b"", "big", signed=True))
         lost = duplicated = 0

@@ -94,7 +94,7 @@ def test_wordcount_counts_every_word(
         [admin.Record(None, t.encode(), timestamp=T0 + i) for i, t in enumerate(lines)],
     )
     app = _drain(spark, kafka_bootstrap, topology, tmp_path / "ckpt")
-    out = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    out = _longs(admin.consume(kafka_bootstrap, sink))
     # One micro-batch: one update per word, its count and the newest timestamp among its lines.
     assert sorted(out) == [
         ("and", 2, 1),
@@ -129,7 +129,7 @@ def test_account_balances_count_each_payment_once_across_restarts(
     pay(("alice", 50, 4))
     drain()  # the second run resumes from the checkpoint: no payment is summed twice
     # read_committed (admin.consume's default): only committed transactions' records.
-    out = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    out = _longs(admin.consume(kafka_bootstrap, sink))
     assert out == [("alice", 1200, 3), ("bob", 200, 2), ("alice", 1250, 4)]
 
 
@@ -150,7 +150,7 @@ def test_login_alerts_raise_one_alert_per_minute_with_three_failures(
         [admin.Record(user.encode(), b"bad password", timestamp=T0 + t * S) for user, t in failures],
     )
     app = _drain(spark, kafka_bootstrap, topology, tmp_path / "ckpt")
-    out = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    out = _longs(admin.consume(kafka_bootstrap, sink))
     # alice: 3 in [0, 60) (stamped with her newest, 20 s); bob had 2; [60, 120) is still open.
     assert out == [(f"alice@{T0}/{T0 + 60 * S}", 3, 20 * S)]
     assert app.progress.late == 1
@@ -173,7 +173,7 @@ def test_region_sizes_follow_users_who_move_and_leave(
         ],
     )
     _drain(spark, kafka_bootstrap, topology, checkpoint)
-    first = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    first = _longs(admin.consume(kafka_bootstrap, sink))
     assert sorted(first) == [("eu", 2, 3), ("us", 1, 2)]
     # u1 moves to us, u2 leaves (a tombstone): eu loses u1, us gains u1 and loses u2.
     admin.produce(
@@ -182,7 +182,7 @@ def test_region_sizes_follow_users_who_move_and_leave(
         [admin.Record(b"u1", b"us", timestamp=T0 + 4), admin.Record(b"u2", None, timestamp=T0 + 5)],
     )
     app = _drain(spark, kafka_bootstrap, topology, checkpoint)
-    second = _longs(admin.consume(kafka_bootstrap, sink, idle=2.0))[len(first) :]
+    second = _longs(admin.consume(kafka_bootstrap, sink))[len(first) :]
     assert {key: (count, ts) for key, count, ts in second} == {"eu": (1, 4), "us": (1, 5)}
     assert app.progress.records_read == {source: 2}
 
@@ -215,7 +215,7 @@ def test_pageviews_by_region_count_each_view_in_the_region_of_its_moment(
     )  # fmt: skip
     admin.produce(kafka_bootstrap, renamed["page-views"], views)
     app = _drain(spark, kafka_bootstrap, topology, tmp_path / "ckpt")
-    out = _longs(admin.consume(kafka_bootstrap, renamed["pageviews-by-region"], idle=2.0))
+    out = _longs(admin.consume(kafka_bootstrap, renamed["pageviews-by-region"]))
     minute = [f"@{T0 + m * 60 * S}/{T0 + (m + 1) * 60 * S}" for m in range(3)]
     latest = {key: (count, ts) for key, count, ts in out}  # the last update of each window
     assert latest == {
@@ -259,19 +259,19 @@ def test_silent_keys_alert_once_a_key_is_silent_for_ten_seconds_of_stream_time(
     # a is silent from 15 s, b from 19 s, c from 24 s — nothing yet.
     beats(("a", 0), ("b", 2), ("a", 5), ("a", 3), ("b", 9), ("c", 14))
     _drain(spark, kafka_bootstrap, topology, checkpoint)
-    assert _strings(admin.consume(kafka_bootstrap, sink, idle=2.0)) == []
+    assert _strings(admin.consume(kafka_bootstrap, sink)) == []
     # d at 16 s moves stream time past a's 15 s. No record follows: the alert comes from the
     # no-data batch Spark runs after the batch that moved event time.
     beats(("d", 16))
     app = _drain(spark, kafka_bootstrap, topology, checkpoint)
-    first = _strings(admin.consume(kafka_bootstrap, sink, idle=2.0))
+    first = _strings(admin.consume(kafka_bootstrap, sink))
     assert first == [("a", f"a silent since {T0 + 5 * S}", 15)]
     assert app.progress.batches >= 2, "the alert needs the batch after d's"
     # b beats again (its watch moves to 40 s); a, whose alert went out, reappears with an old
     # record (4 s): silent since 4 s, already due at stream time 30 s; c and d fall silent.
     beats(("b", 30), ("a", 4))
     _drain(spark, kafka_bootstrap, topology, checkpoint)
-    second = _strings(admin.consume(kafka_bootstrap, sink, idle=2.0))[len(first) :]
+    second = _strings(admin.consume(kafka_bootstrap, sink))[len(first) :]
     assert second == [
         ("a", f"a silent since {T0 + 4 * S}", 14),
         ("c", f"c silent since {T0 + 14 * S}", 24),

@@ -52,7 +52,7 @@ def test_a_replayed_batch_is_not_written_again_and_the_next_one_is(
     assert writer.write(_rows(spark, topic, first), 7) == 0  # the replay: both tasks skip
     assert writer.write(_rows(spark, topic, first), 3) == 0  # an older batch id: also committed
     assert writer.write(_rows(spark, topic, ["b"]), 8) == 1
-    out = admin.consume(kafka_bootstrap, topic, idle=2.0, timeout=60)  # read_committed
+    out = admin.consume(kafka_bootstrap, topic, timeout=60)  # read_committed
     assert sorted(bytes(r.value or b"").decode() for r in out) == sorted([*first, "b"])
 
 
@@ -80,9 +80,9 @@ def test_initialising_the_id_aborts_a_zombie_transaction_and_fences_it(
     assert writer.write(_rows(spark, topic, ["real"], partitions=1), 0) == 1
     with pytest.raises(KafkaException, match=r"(?i)fenced|epoch"):
         zombie.commit_transaction(30)
-    out = admin.consume(kafka_bootstrap, topic, idle=2.0, timeout=60)
+    out = admin.consume(kafka_bootstrap, topic, timeout=60)
     assert [r.value for r in out] == [b"real"]
-    raw = admin.consume(kafka_bootstrap, topic, idle=2.0, timeout=60, isolation="read_uncommitted")
+    raw = admin.consume(kafka_bootstrap, topic, timeout=60, isolation="read_uncommitted")
     assert len(raw) == 6  # the aborted records are in the log, invisible to read_committed readers
 
 
@@ -169,13 +169,13 @@ def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(
         writer = sink.KafkaBatchWriter(kafka_bootstrap, exactly_once=eos)
         _run_with_crash(spark, kafka_bootstrap, plan_of, str(tmp_path / name), writer)
 
-    stateless_out = admin.consume(kafka_bootstrap, out_stateless, idle=3.0, timeout=120)
+    stateless_out = admin.consume(kafka_bootstrap, out_stateless, timeout=120)
     seen = collections.Counter(r.value for r in stateless_out)
     duplicated = sum(n - 1 for n in seen.values())
     assert set(seen) == {line.encode() for line in lines}  # nothing lost
     updates = [
         (r.key, int.from_bytes(r.value or b"", "big"))
-        for r in admin.consume(kafka_bootstrap, out_counts, idle=3.0, timeout=120)
+        for r in admin.consume(kafka_bootstrap, out_counts, timeout=120)
     ]
     # Each key's counts must rise by the batch's words: a repeated batch repeats updates.
     repeated_updates = len(updates) - len(set(updates))

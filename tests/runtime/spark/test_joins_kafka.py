@@ -131,9 +131,7 @@ def _outputs(
     topics = {name: new_topic(partitions=1) for name in outputs}
     app = topology.rename_topics({**inputs, **topics})
     late = _run(spark, bootstrap, app, tmp_path / f"ckpt-{max_offsets}", max_offsets)
-    got = {
-        name: _decode(admin.consume(bootstrap, topic, timeout=20, idle=2)) for name, topic in topics.items()
-    }
+    got = {name: _decode(admin.consume(bootstrap, topic, timeout=20)) for name, topic in topics.items()}
     return got, late
 
 
@@ -149,9 +147,7 @@ def _kstreams(
     and its dropped records (late window-store puts, or a null key or value)."""
     topics = {name: new_topic(partitions=1) for name in outputs}
     result = ks_oracle.run(bootstrap, topology.rename_topics({**inputs, **topics}), tmp_path / "kstreams")
-    got = {
-        name: _decode(admin.consume(bootstrap, topic, timeout=20, idle=2)) for name, topic in topics.items()
-    }
+    got = {name: _decode(admin.consume(bootstrap, topic, timeout=20)) for name, topic in topics.items()}
     return got, result.dropped
 
 

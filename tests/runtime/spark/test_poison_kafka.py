@@ -159,7 +159,7 @@ def test_skipped_records_are_counted_and_never_delete_a_table_key(
     b.table(prices, deserialization_errors="skip").to_stream().to(out)
     app = _run(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint", "at_least_once")
 
-    changelog = admin.consume(kafka_bootstrap, out, idle=2.0, timeout=60)
+    changelog = admin.consume(kafka_bootstrap, out, timeout=60)
     latest = {r.key: r.value for r in changelog}
     # x keeps 10 (its bad update is skipped, not a delete); y's last good value wins; no tombstone.
     assert latest == {b"x": _long(10), b"y": _long(22)}, changelog
@@ -234,7 +234,7 @@ def test_a_record_too_large_for_the_sink_stops_the_app_naming_the_topic(
     message = _failure(spark, kafka_bootstrap, b.build(), tmp_path / "checkpoint")
     assert f"to topic {out}" in message and "RecordTooLargeException" in message, message
     assert "not transient: the query stops" in message, message
-    assert admin.consume(kafka_bootstrap, out, idle=1.0, timeout=30) == []
+    assert admin.consume(kafka_bootstrap, out, timeout=30) == []
 
 
 def test_null_keys_into_key_dependent_steps_are_dropped_and_counted_per_step(
@@ -274,10 +274,10 @@ def test_null_keys_into_key_dependent_steps_are_dropped_and_counted_per_step(
 
     final = {
         r.key: int.from_bytes(r.value or b"", "big")
-        for r in admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=60)
+        for r in admin.consume(kafka_bootstrap, counts, timeout=60)
     }
     assert final == {b"a": 2, b"b": 1}
-    assert [r.key for r in admin.consume(kafka_bootstrap, latest, idle=2.0, timeout=60)] == [b"x"]
+    assert [r.key for r in admin.consume(kafka_bootstrap, latest, timeout=60)] == [b"x"]
     grouping = [n.name for n in topology.nodes if n.op == "groupBy"]
     table = next(n.name for n in topology.nodes if isinstance(n, nd.Source) and prices in n.topics)
     assert app.progress.dropped_by_node == {grouping[0]: 2, table: 1}, app.progress
@@ -330,7 +330,7 @@ def test_a_table_read_twice_counts_its_null_keys_once_and_sliding_windows_drop_n
     app = _run(spark, kafka_bootstrap, topology, tmp_path / "checkpoint", "at_least_once")
 
     def final(topic: str) -> dict[str, tuple[int, int]]:
-        records = admin.consume(kafka_bootstrap, topic, idle=2.0, timeout=60)
+        records = admin.consume(kafka_bootstrap, topic, timeout=60)
         return {
             (r.key or b"").decode(): (int.from_bytes(r.value or b"", "big"), r.timestamp) for r in records
         }
@@ -444,7 +444,7 @@ def test_the_poison_corpus_under_each_policy(
             for topic, reason in reasons.items()
         }
         assert message in named, message
-        assert admin.consume(kafka_bootstrap, out, idle=2.0, timeout=30) == []
+        assert admin.consume(kafka_bootstrap, out, timeout=30) == []
         return
     try:
         good = {(b"b", 42), (b"c", -8), (b"e", 3), (b"g", 10), (b"big", len(BIG)), (None, 6), (b"i", 4)}
@@ -455,7 +455,7 @@ def test_the_poison_corpus_under_each_policy(
         later = admin.consume(kafka_bootstrap, out, expected=len(good) + 1, timeout=180)
         assert (b"z", 10) in {(r.key, number(r)) for r in later}
         assert app.state is State.RUNNING, app.error
-        final = {r.key: number(r) for r in admin.consume(kafka_bootstrap, counts, idle=2.0, timeout=60)}
+        final = {r.key: number(r) for r in admin.consume(kafka_bootstrap, counts, timeout=60)}
         assert final == {b"big": 1, b"i": 1}  # the null key is dropped at the grouping, and counted
     finally:
         app.stop()

@@ -55,7 +55,7 @@ def _produce(bootstrap: str, topic: str, *records: tuple[str, str, int, int]) ->
 
 def _new(bootstrap: str, sink: str, seen: list[Any]) -> list[tuple[str, str, int]]:
     """The sink's records since the last call (key, value, timestamp in s from T0)."""
-    records = admin.consume(bootstrap, sink, idle=2.0)
+    records = admin.consume(bootstrap, sink)
     out = [
         ((r.key or b"").decode(), (r.value or b"").decode(), ((r.timestamp or 0) - T0) // S) for r in records
     ]
@@ -133,7 +133,7 @@ def test_after_a_key_change_a_key_is_one_task_and_a_grouping_counts_the_processo
         ("j", "count=1 recent=c by-value=c:1", 3),
         ("k", "count=2 recent=a,b by-value=a:1,b:1", 2),
     ]
-    got = admin.consume(kafka_bootstrap, counts, idle=2.0)
+    got = admin.consume(kafka_bootstrap, counts)
     assert sorted(((r.key or b"").decode(), int.from_bytes(r.value or b"", "big")) for r in got) == [
         ("j", 1),
         ("k", 1),

@@ -93,7 +93,7 @@ def test_spark_reads_and_writes_through_the_secure_listener(
     out = admin.consume(bootstrap, sink, expected=2, client_config=credentials.librdkafka())
     assert sorted((r.key, r.value, r.timestamp, r.headers) for r in out) == EXPECTED
     # Nothing more arrives: exactly the two records.
-    assert len(admin.consume(bootstrap, sink, idle=1.0, client_config=credentials.librdkafka())) == 2
+    assert len(admin.consume(bootstrap, sink, client_config=credentials.librdkafka())) == 2
 
 
 def test_spark_query_with_a_wrong_password_fails_naming_it(

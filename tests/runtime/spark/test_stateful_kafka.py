@@ -127,8 +127,8 @@ def test_windows_with_grace_give_the_same_output_whatever_the_batch_size(
         late = _run(
             spark, kafka_bootstrap, topology, tmp_path / f"ckpt-{max_offsets}", max_offsets=max_offsets
         )
-        finals = _decode(admin.consume(kafka_bootstrap, final, timeout=20, idle=2))
-        changes = _decode(admin.consume(kafka_bootstrap, updates, timeout=20, idle=2))
+        finals = _decode(admin.consume(kafka_bootstrap, final, timeout=20))
+        changes = _decode(admin.consume(kafka_bootstrap, updates, timeout=20))
         latest = {k: (v, ts) for k, v, ts in changes}
         runs.append((sorted(finals), latest, sorted(late.values())))
     assert runs[1] == runs[0], runs
@@ -203,7 +203,7 @@ def test_after_a_key_change_there_are_as_many_tasks_as_input_partitions_whatever
     record = json.loads((tmp_path / "ckpt" / "streamapp.json").read_text())
     assert (record["statePartitions"], record["tasks"]) == (2, 4)
     assert sorted(late.values()) == [0]
-    counts = sorted(_decode(admin.consume(kafka_bootstrap, out, timeout=20, idle=2)))
+    counts = sorted(_decode(admin.consume(kafka_bootstrap, out, timeout=20)))
     assert counts == sorted(
         [(_window_key(first, 100, 110), 1, 100 * S), (_window_key(second, 0, 10), 1, 1 * S)]
     )

@@ -70,7 +70,7 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     first, second = ["the quick fox", "the lazy dog", "a fox"], ["the end"]
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in first])
     _drain(spark, topology, kafka_bootstrap, tmp_path, warm=False, guarantee=guarantee)
-    before = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
+    before = admin.consume(kafka_bootstrap, sink, timeout=60)
     markers = _markers(kafka_bootstrap, tmp_path) if guarantee == "exactly_once_v2" else {}
     assert guarantee != "exactly_once_v2" or list(markers.values()) == [1], markers
     admin.produce(kafka_bootstrap, source, [admin.Record(None, v.encode()) for v in second])
@@ -87,7 +87,7 @@ def test_a_warm_up_writes_nothing_and_the_query_resumes_from_its_checkpoint(
     # hash of a partition picks.
     ran = next(m for m in messages if m.startswith("warm-up: the query's plan ran"))
     assert re.search(r"\(2 task slots; tasks per stage: 2, 2\)$", ran), ran
-    after = admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=60)
+    after = admin.consume(kafka_bootstrap, sink, timeout=60)
     # The warm-up ran the plan over the last records of each partition again and wrote nothing:
     # the output grew by the new line's two updates only, and the counts are exact.
     assert len(after) - len(before) == 2, [(r.key, r.value) for r in after[len(before) :]]
@@ -113,5 +113,5 @@ def test_a_revision_that_fails_on_the_last_records_is_refused_by_its_warm_up(
     app = StreamApp(builder.build(), config, spark=spark)
     with pytest.raises(warm_up.WarmUpFailed, match="refuse_boom: 'boom' is not accepted"):
         app.start(warm_up=lambda: True)
-    assert admin.consume(kafka_bootstrap, sink, idle=1.0, timeout=30) == []
+    assert admin.consume(kafka_bootstrap, sink, timeout=30) == []
     assert not (tmp_path / "offsets").exists()  # the query never started
