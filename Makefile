@@ -96,7 +96,7 @@ unit: setup-runtime ## the tests/ suite only (real Kafka + local Spark included;
 	$(PY) -m pytest -m "not long" tests
 
 test: setup ## the suite CI runs: unit, real-Kafka integration, conformance and e2e (the long runs: make test-long)
-	$(PY) -m pytest --durations=25 --junitxml=build/test-report.xml -m "not long"
+	$(PY) -m pytest -p tests.cpu_per_test --durations=25 --junitxml=build/test-report.xml -m "not long"
 
 # The image tests build both images first (10-20 min from nothing on 2 cores).
 test-long: setup images ## the long runs (pytest -m long): 20-kill chaos, autoscale soak, benchmark harness, images
