@@ -51,8 +51,10 @@ SEEDS = range(1, 3000)
 #: (a foreign-key subscription overtook an older right update left for the next micro-batch),
 #: 10498 (a foreign-key response held back a batch was written after a newer version's), 10797 (a
 #: session the store no longer returned was kept beside the new one of the same bounds, not
-#: replaced), 10839 (suppression closed a session a millisecond after Kafka Streams' buffer does).
-REGRESSIONS = (68, 5003, 5019, 5033, 6027, 10114, 10156, 10288, 10498, 10797, 10839)
+#: replaced), 10839 (suppression closed a session a millisecond after Kafka Streams' buffer does),
+#: 11265 (suppression missed a session closed on arrival: it ended grace + gap behind a stream
+#: time the batch had not moved).
+REGRESSIONS = (68, 5003, 5019, 5033, 6027, 10114, 10156, 10288, 10498, 10797, 10839, 11265)
 RESULTS = pathlib.Path(__file__).parent / "results" / "FUZZ.md"
 #: The cases a ``make fuzz`` run has done so far (seed, family, micro-batches, outcome, commit).
 PROGRESS = RESULTS.with_name("fuzz-progress.json")

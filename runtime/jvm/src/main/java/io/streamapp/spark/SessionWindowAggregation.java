@@ -247,6 +247,11 @@ public final class SessionWindowAggregation {
         }
         list.add(at, new Session(start, end, slot));
         batch.changed(k);
+        if (spec.emitFinal && spec.closesAt(end) <= before) {
+          // Closed on arrival (suppression: it ends grace + gap behind a stream time this batch has
+          // not moved), which the close below, of what closes after `before`, would miss.
+          reemit.add(new Span(k, start, end));
+        }
         if (!spec.emitFinal) {
           changed.put(new Span(k, start, end), slot);
         }

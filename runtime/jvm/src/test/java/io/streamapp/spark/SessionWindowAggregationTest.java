@@ -122,6 +122,17 @@ class SessionWindowAggregationTest {
   }
 
   @Test
+  void suppressEmitsASessionClosedOnArrival() {
+    // Gap 2, grace 0, stream time 10 since the last batch: a@8 is in time ([8, 8] ends at
+    // 10 - 0 - 2) and suppression's buffer closes it at once (8 + 0 + 2), as Kafka Streams'
+    // does, although no record of this batch moves the stream time (fuzz seed 11265).
+    var sessions = processor(2, 0, "suppress", "count");
+    assertEquals(List.of(), batch(sessions, record("z", 1L, 10, 0)));
+    assertEquals(List.of("final a 8 8 1 @8"), batch(sessions, record("a", 1L, 8, 1)));
+    assertEquals(List.of(), batch(sessions, record("z", 1L, 11, 2)));
+  }
+
+  @Test
   void collectListCannotMergeSessions() {
     var collect = WindowAggregator.of("collect_list", DataTypes.LongType);
     assertThrows(
